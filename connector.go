@@ -1,0 +1,82 @@
+package weir
+
+import (
+	"log/slog"
+
+	"github.com/weirstream/weir/internal/task"
+)
+
+// Source produces the records of a stream. The source itself is a
+// description; each parallel subtask opens its own reader.
+type Source[T any] interface {
+	// CreateReader opens the reader of one subtask. The source decides how
+	// its input is split among ctx.Parallelism readers.
+	CreateReader(ctx SourceContext) (SourceReader[T], error)
+}
+
+// SourceContext tells a source reader where it runs.
+type SourceContext struct {
+	// Subtask is the reader's index, 0 <= Subtask < Parallelism.
+	Subtask, Parallelism int
+	// Operator is the source operator's name.
+	Operator string
+	Logger   *slog.Logger
+}
+
+// ReadStatus is what a source reader reports after a batch.
+type ReadStatus = task.ReadStatus
+
+// Read statuses.
+const (
+	// MoreAvailable: call ReadBatch again.
+	MoreAvailable = task.MoreAvailable
+	// NothingAvailable: nothing to read now; the task waits for the reader's
+	// Ready channel if it implements ReadyNotifier, else retries after a
+	// millisecond, and meanwhile sends partially filled buffers on.
+	NothingAvailable = task.NothingAvailable
+	// EndOfInput: the reader is exhausted.
+	EndOfInput = task.EndOfInput
+)
+
+// SourceReader reads the records of one subtask. Its methods are called from
+// the subtask's goroutine only.
+type SourceReader[T any] interface {
+	// ReadBatch emits a batch of records (a few hundred to a few thousand
+	// keep per-batch costs low while the task stays responsive) and says
+	// whether more may follow. It must not block for long.
+	ReadBatch(out Collector[T]) (ReadStatus, error)
+	// Close releases the reader's resources.
+	Close() error
+}
+
+// ReadyNotifier is implemented by readers that can say when data arrives
+// after they returned NothingAvailable.
+type ReadyNotifier interface {
+	Ready() <-chan struct{}
+}
+
+// Sink consumes the records of a stream; each parallel subtask opens its own
+// writer.
+type Sink[T any] interface {
+	CreateWriter(ctx SinkContext) (SinkWriter[T], error)
+}
+
+// SinkContext tells a sink writer where it runs.
+type SinkContext struct {
+	Subtask, Parallelism int
+	Operator             string
+	Logger               *slog.Logger
+}
+
+// SinkWriter writes the records of one subtask. Its methods are called from
+// the subtask's goroutine only.
+type SinkWriter[T any] interface {
+	// Write writes one record; an error fails the job.
+	Write(v T) error
+	// Flush makes every written record visible; it is called at the end of
+	// a bounded input.
+	Flush() error
+	// Close releases the writer's resources; it is called once, also after
+	// a failure.
+	Close() error
+}

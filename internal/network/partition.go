@@ -1,0 +1,258 @@
+package network
+
+import (
+	"context"
+	"fmt"
+)
+
+// Target receives the buffers of one subpartition: an in-process input
+// channel, or a connection in the distributed mode.
+type Target interface {
+	// Send enqueues b in order. It never blocks for long: credit is enforced
+	// by the receiving side, memory by the sender's Pool.
+	Send(b *Buffer)
+	// SendPriority delivers event buffer b ahead of queued buffers.
+	SendPriority(b *Buffer)
+}
+
+var _ Target = (*Channel)(nil)
+
+// CanceledError is the panic value of a writer whose context ended while it
+// waited for a free buffer. The task that owns the writer recovers it and
+// ends with Err; it never reaches user code's callers.
+type CanceledError struct{ Err error }
+
+func (e *CanceledError) Error() string { return "network: canceled while waiting for a buffer: " + e.Err.Error() }
+func (e *CanceledError) Unwrap() error { return e.Err }
+
+// ResultPartition is the sending end of a producer subtask on one output
+// edge: one subpartition per consumer subtask, each with at most one
+// partially filled buffer. It is owned by the producing task's goroutine.
+type ResultPartition struct {
+	ctx     context.Context
+	pool    *Pool
+	targets []Target
+	cur     []*Buffer
+	sent    int64
+}
+
+// NewResultPartition returns a partition sending to targets with buffers from
+// pool. Waits for buffers end when ctx does.
+func NewResultPartition(ctx context.Context, pool *Pool, targets []Target) *ResultPartition {
+	return &ResultPartition{ctx: ctx, pool: pool, targets: targets, cur: make([]*Buffer, len(targets))}
+}
+
+// NumSubpartitions is the number of consumer subtasks.
+func (rp *ResultPartition) NumSubpartitions() int { return len(rp.targets) }
+
+// Pool returns the partition's buffer pool.
+func (rp *ResultPartition) Pool() *Pool { return rp.pool }
+
+// BuffersSent is the number of data buffers sent so far.
+func (rp *ResultPartition) BuffersSent() int64 { return rp.sent }
+
+func (rp *ResultPartition) request() *Buffer {
+	b, err := rp.pool.Request(rp.ctx)
+	if err != nil {
+		panic(&CanceledError{Err: err})
+	}
+	return b
+}
+
+func (rp *ResultPartition) send(sub int, b *Buffer) {
+	rp.sent++
+	rp.targets[sub].Send(b)
+}
+
+// Flush sends every partially filled buffer.
+func (rp *ResultPartition) Flush() {
+	for sub, b := range rp.cur {
+		if b != nil && len(b.Data) > 0 {
+			rp.cur[sub] = nil
+			rp.send(sub, b)
+		}
+	}
+}
+
+// BroadcastEvent flushes every subpartition and then sends ev on each, so the
+// event follows every record written before it.
+func (rp *ResultPartition) BroadcastEvent(ev Event) {
+	rp.Flush()
+	for sub := range rp.targets {
+		if ev.Priority {
+			rp.targets[sub].SendPriority(NewEventBuffer(ev))
+		} else {
+			rp.targets[sub].Send(NewEventBuffer(ev))
+		}
+	}
+}
+
+// Close gives partially filled buffers back to the pool without sending them
+// (used when the task fails or is canceled).
+func (rp *ResultPartition) Close() {
+	for sub, b := range rp.cur {
+		if b != nil {
+			rp.cur[sub] = nil
+			b.Recycle()
+		}
+	}
+}
+
+// appendEncoded appends one already encoded record to subpartition sub.
+func (rp *ResultPartition) appendEncoded(sub int, rec []byte) {
+	b := rp.cur[sub]
+	if b == nil {
+		b = rp.request()
+		rp.cur[sub] = b
+	}
+	if len(b.Data)+len(rec) <= cap(b.Data) {
+		b.Data = append(b.Data, rec...)
+		return
+	}
+	rp.overflow(sub, len(b.Data), rec)
+}
+
+// overflow places record rec, which did not fit behind the first n bytes of
+// subpartition sub's current buffer, into fresh buffers: whole if it fits in
+// one, else as fragments.
+func (rp *ResultPartition) overflow(sub, n int, rec []byte) {
+	b := rp.cur[sub]
+	b.Data = b.Data[:n]
+	if n > 0 {
+		rp.send(sub, b)
+		b = rp.request()
+	}
+	seg := cap(b.Data)
+	if len(rec) <= seg {
+		b.Data = append(b.Data, rec...)
+		rp.cur[sub] = b
+		return
+	}
+	for {
+		k := min(seg, len(rec))
+		b.Data = append(b.Data[:0], rec[:k]...)
+		rec = rec[k:]
+		if len(rec) == 0 {
+			b.Kind = KindFragmentEnd
+			rp.send(sub, b)
+			rp.cur[sub] = nil
+			return
+		}
+		b.Kind = KindFragment
+		rp.send(sub, b)
+		b = rp.request()
+	}
+}
+
+// Encoder is the part of a codec a RecordWriter needs.
+type Encoder[T any] interface {
+	Append(dst []byte, v T) []byte
+}
+
+// RecordWriter serializes records of type T into a ResultPartition.
+type RecordWriter[T any] struct {
+	rp      *ResultPartition
+	enc     Encoder[T]
+	scratch []byte
+}
+
+// NewRecordWriter returns a writer encoding with enc into rp.
+func NewRecordWriter[T any](rp *ResultPartition, enc Encoder[T]) *RecordWriter[T] {
+	return &RecordWriter[T]{rp: rp, enc: enc}
+}
+
+// Partition returns the writer's result partition.
+func (w *RecordWriter[T]) Partition() *ResultPartition { return w.rp }
+
+// Emit appends v to subpartition sub. It blocks while the pool has no free
+// buffer (backpressure) and panics with *CanceledError if the partition's
+// context ends meanwhile.
+func (w *RecordWriter[T]) Emit(sub int, v T) {
+	rp := w.rp
+	b := rp.cur[sub]
+	if b == nil {
+		b = rp.request()
+		rp.cur[sub] = b
+	}
+	n := len(b.Data)
+	d := w.enc.Append(b.Data, v)
+	if cap(d) == cap(b.Data) { // fits: append did not reallocate
+		b.Data = d
+		return
+	}
+	rp.overflow(sub, n, d[n:])
+}
+
+// Broadcast appends v to every subpartition, encoding it once.
+func (w *RecordWriter[T]) Broadcast(v T) {
+	w.scratch = w.enc.Append(w.scratch[:0], v)
+	for sub := range w.rp.targets {
+		w.rp.appendEncoded(sub, w.scratch)
+	}
+}
+
+// Output receives records; operators and writers implement it.
+type Output[T any] interface {
+	Collect(v T)
+}
+
+// Decoder is the part of a codec a RecordReader needs.
+type Decoder[T any] interface {
+	Decode(src []byte) (T, int, error)
+}
+
+// BufferReader turns received data buffers back into records. Read is called
+// by the consumer task with the gate channel the buffer came from.
+type BufferReader interface {
+	Read(ch int, b *Buffer) error
+}
+
+// RecordReader decodes buffers of records of type T and passes each record
+// to an Output.
+type RecordReader[T any] struct {
+	dec   Decoder[T]
+	out   Output[T]
+	frags map[int][]byte // per channel: fragments of a record being reassembled
+}
+
+var _ BufferReader = (*RecordReader[int])(nil)
+
+// NewRecordReader returns a reader decoding with dec into out.
+func NewRecordReader[T any](dec Decoder[T], out Output[T]) *RecordReader[T] {
+	return &RecordReader[T]{dec: dec, out: out}
+}
+
+// Read decodes every record of data buffer b, received on channel ch.
+func (r *RecordReader[T]) Read(ch int, b *Buffer) error {
+	switch b.Kind {
+	case KindData:
+		data := b.Data
+		for len(data) > 0 {
+			v, n, err := r.dec.Decode(data)
+			if err != nil {
+				return fmt.Errorf("decode record on channel %d: %w", ch, err)
+			}
+			data = data[n:]
+			r.out.Collect(v)
+		}
+	case KindFragment:
+		if r.frags == nil {
+			r.frags = make(map[int][]byte)
+		}
+		r.frags[ch] = append(r.frags[ch], b.Data...)
+	case KindFragmentEnd:
+		rec := append(r.frags[ch], b.Data...)
+		delete(r.frags, ch)
+		v, n, err := r.dec.Decode(rec)
+		if err != nil {
+			return fmt.Errorf("decode fragmented record on channel %d: %w", ch, err)
+		}
+		if n != len(rec) {
+			return fmt.Errorf("decode fragmented record on channel %d: %d trailing bytes", ch, len(rec)-n)
+		}
+		r.out.Collect(v)
+	default:
+		return fmt.Errorf("network: reader got a %v buffer", b.Kind)
+	}
+	return nil
+}

@@ -1,0 +1,109 @@
+package weir
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/weirstream/weir/config"
+	"github.com/weirstream/weir/internal/keygroup"
+	"github.com/weirstream/weir/internal/task"
+)
+
+// Options configures an Environment. The zero value is valid: every field
+// documents its default. Each field has a Flink-style configuration key,
+// applied by OptionsFromConfig.
+type Options struct {
+	// Parallelism is the number of subtasks of operators that do not set
+	// their own. Default 1 (parallelism.default).
+	Parallelism int
+	// MaxParallelism is the number of key groups of operators that do not set
+	// their own. Default 0: derived from each operator's parallelism p as
+	// min(max(roundUpPow2(p + p/2), 128), 32768) (pipeline.max-parallelism).
+	MaxParallelism int
+	// DisableChaining turns operator chaining off, so every operator runs in
+	// its own task. Default false (pipeline.operator-chaining.enabled).
+	DisableChaining bool
+	// BufferSize is the size of a network buffer in bytes. Default 32 KiB
+	// (taskmanager.memory.segment-size).
+	BufferSize int
+	// BuffersPerChannel is the exclusive credit of each input channel.
+	// Default 2 (taskmanager.network.memory.buffers-per-channel).
+	BuffersPerChannel int
+	// FloatingBuffersPerGate is the credit an input gate lends to channels
+	// with a backlog. Default 8; negative means none
+	// (taskmanager.network.memory.floating-buffers-per-gate).
+	FloatingBuffersPerGate int
+	// BufferTimeout is how long a partially filled network buffer may wait
+	// before it is sent; a task also sends them whenever it runs out of
+	// input. Default 100ms; negative means only when full or idle
+	// (execution.buffer-timeout.interval).
+	BufferTimeout time.Duration
+	// Logger receives the job's logs. Default slog.Default().
+	Logger *slog.Logger
+}
+
+// EnsureDefaults fills zero fields with their defaults.
+func (o *Options) EnsureDefaults() {
+	if o.Parallelism == 0 {
+		o.Parallelism = 1
+	}
+	if o.BufferSize == 0 {
+		o.BufferSize = task.DefaultSegmentSize
+	}
+	if o.BuffersPerChannel == 0 {
+		o.BuffersPerChannel = task.DefaultBuffersPerChannel
+	}
+	if o.FloatingBuffersPerGate == 0 {
+		o.FloatingBuffersPerGate = task.DefaultFloatingPerGate
+	}
+	if o.BufferTimeout == 0 {
+		o.BufferTimeout = task.DefaultBufferTimeout
+	}
+	if o.Logger == nil {
+		o.Logger = slog.Default()
+	}
+}
+
+// Validate reports every invalid field at once.
+func (o *Options) Validate() error {
+	var errs []error
+	if o.Parallelism < 1 || o.Parallelism > keygroup.UpperBoundMaxParallelism {
+		errs = append(errs, fmt.Errorf("parallelism %d must be between 1 and %d", o.Parallelism, keygroup.UpperBoundMaxParallelism))
+	}
+	if o.MaxParallelism != 0 {
+		if err := keygroup.Validate(o.Parallelism, o.MaxParallelism); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	if o.BufferSize < 256 {
+		errs = append(errs, fmt.Errorf("buffer size %d must be at least 256 bytes", o.BufferSize))
+	}
+	if o.BuffersPerChannel < 1 {
+		errs = append(errs, fmt.Errorf("buffers per channel %d must be at least 1", o.BuffersPerChannel))
+	}
+	return errors.Join(errs...)
+}
+
+// OptionsFromConfig returns the options the configuration keys of c set.
+func OptionsFromConfig(c *config.Config) Options {
+	o := Options{
+		Parallelism:            int(c.Int("parallelism.default")),
+		DisableChaining:        !c.Bool("pipeline.operator-chaining.enabled"),
+		BufferSize:             int(c.MemorySize("taskmanager.memory.segment-size")),
+		BuffersPerChannel:      int(c.Int("taskmanager.network.memory.buffers-per-channel")),
+		FloatingBuffersPerGate: int(c.Int("taskmanager.network.memory.floating-buffers-per-gate")),
+		BufferTimeout:          c.Duration("execution.buffer-timeout.interval"),
+	}
+	if mp := c.Int("pipeline.max-parallelism"); mp > 0 {
+		o.MaxParallelism = int(mp)
+	}
+	if o.FloatingBuffersPerGate == 0 {
+		o.FloatingBuffersPerGate = -1
+	}
+	if o.BufferTimeout == 0 { // Flink's 0: flush after every record; weir flushes per batch
+		o.BufferTimeout = time.Nanosecond
+	}
+	return o
+}

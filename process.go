@@ -1,0 +1,107 @@
+package weir
+
+import (
+	"log/slog"
+
+	"github.com/weirstream/weir/internal/graph"
+	"github.com/weirstream/weir/internal/network"
+	"github.com/weirstream/weir/internal/task"
+)
+
+// ProcessFunction is the most general operator: it sees each record with a
+// Context through which it emits any number of records. It may also
+// implement Opener, EndOfInputHandler and Closer.
+type ProcessFunction[IN, OUT any] interface {
+	// ProcessElement handles one record. An error fails the job.
+	ProcessElement(ctx *Context[OUT], v IN) error
+}
+
+// ProcessFunc adapts a plain function to ProcessFunction.
+type ProcessFunc[IN, OUT any] func(ctx *Context[OUT], v IN) error
+
+// ProcessElement calls f.
+func (f ProcessFunc[IN, OUT]) ProcessElement(ctx *Context[OUT], v IN) error { return f(ctx, v) }
+
+// Opener is implemented by functions that prepare themselves before the
+// first record, per subtask.
+type Opener[OUT any] interface {
+	Open(ctx *Context[OUT]) error
+}
+
+// EndOfInputHandler is implemented by functions that emit final results when
+// a bounded input ends.
+type EndOfInputHandler[OUT any] interface {
+	EndOfInput(ctx *Context[OUT]) error
+}
+
+// Closer is implemented by functions that release resources when the
+// subtask ends, after success or failure.
+type Closer interface {
+	Close() error
+}
+
+// Context is what a ProcessFunction sees of its subtask. It is owned by the
+// subtask's goroutine and valid for the subtask's life.
+type Context[OUT any] struct {
+	op  *task.OpContext
+	out network.Output[OUT]
+}
+
+// Emit sends v downstream.
+func (c *Context[OUT]) Emit(v OUT) { c.out.Collect(v) }
+
+// Subtask is the index of this parallel instance, 0 <= Subtask < Parallelism.
+func (c *Context[OUT]) Subtask() int { return c.op.Subtask }
+
+// Parallelism is the operator's number of subtasks.
+func (c *Context[OUT]) Parallelism() int { return c.op.Parallelism }
+
+// Operator is the operator's name.
+func (c *Context[OUT]) Operator() string { return c.op.Name }
+
+// Logger returns a logger that names the job, operator and subtask.
+func (c *Context[OUT]) Logger() *slog.Logger { return c.op.Logger }
+
+// Process applies fn to every record. When s is keyed (KeyBy), fn sees each
+// key's records on one subtask.
+func Process[IN, OUT any](s *DataStream[IN], fn ProcessFunction[IN, OUT]) *DataStream[OUT] {
+	return connect(s, &graph.Node{Name: "Process"}, newNodeImpl(func(ctx *task.OpContext, out network.Output[OUT]) (task.Built, error) {
+		op := &processOp[IN, OUT]{opBase: newOpBase(ctx), fn: fn, pctx: &Context[OUT]{op: ctx, out: out}}
+		return task.Built{Op: op, Input: network.Output[IN](op)}, nil
+	}))
+}
+
+type processOp[IN, OUT any] struct {
+	opBase
+	fn   ProcessFunction[IN, OUT]
+	pctx *Context[OUT]
+}
+
+func (p *processOp[IN, OUT]) Collect(v IN) {
+	p.tr.Cur = p.id
+	if err := p.fn.ProcessElement(p.pctx, v); err != nil {
+		p.ctx.Fail(err)
+	}
+	p.tr.Cur = p.parent
+}
+
+func (p *processOp[IN, OUT]) Open() error {
+	if o, ok := p.fn.(Opener[OUT]); ok {
+		return o.Open(p.pctx)
+	}
+	return nil
+}
+
+func (p *processOp[IN, OUT]) EndInput() error {
+	if h, ok := p.fn.(EndOfInputHandler[OUT]); ok {
+		return h.EndOfInput(p.pctx)
+	}
+	return nil
+}
+
+func (p *processOp[IN, OUT]) Close() error {
+	if c, ok := p.fn.(Closer); ok {
+		return c.Close()
+	}
+	return nil
+}

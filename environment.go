@@ -52,15 +52,11 @@ func (e *Environment) jobGraph() (*graph.JobGraph, error) {
 	if len(e.graph.Nodes) > 0 && !hasSink {
 		errs = append(errs, errors.New("the job has no sink: add one with SinkTo"))
 	}
-	var jg *graph.JobGraph
-	if len(errs) == 0 {
-		var err error
-		jg, err = graph.Build(&e.graph, graph.Options{
-			Parallelism: e.opts.Parallelism, MaxParallelism: e.opts.MaxParallelism, Chaining: !e.opts.DisableChaining,
-		})
-		if err != nil {
-			errs = append(errs, err)
-		}
+	jg, err := graph.Build(&e.graph, graph.Options{
+		Parallelism: max(e.opts.Parallelism, 1), MaxParallelism: e.opts.MaxParallelism, Chaining: !e.opts.DisableChaining,
+	})
+	if err != nil {
+		errs = append(errs, err)
 	}
 	if jg != nil {
 		for _, v := range jg.Vertices {
@@ -94,11 +90,19 @@ func (e *Environment) Plan() (string, error) {
 // or ctx's error after cancellation. Every goroutine the job started has
 // ended when Execute returns.
 func (e *Environment) Execute(ctx context.Context, name string) error {
-	jg, err := e.jobGraph()
+	j, err := e.deploy(ctx, name)
 	if err != nil {
 		return err
 	}
-	return task.Execute(ctx, jg, task.Options{
+	return j.Run()
+}
+
+func (e *Environment) deploy(ctx context.Context, name string) (*task.Job, error) {
+	jg, err := e.jobGraph()
+	if err != nil {
+		return nil, err
+	}
+	return task.Deploy(ctx, jg, task.Options{
 		JobName:                name,
 		SegmentSize:            e.opts.BufferSize,
 		BuffersPerChannel:      e.opts.BuffersPerChannel,

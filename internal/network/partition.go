@@ -22,7 +22,9 @@ var _ Target = (*Channel)(nil)
 // ends with Err; it never reaches user code's callers.
 type CanceledError struct{ Err error }
 
-func (e *CanceledError) Error() string { return "network: canceled while waiting for a buffer: " + e.Err.Error() }
+func (e *CanceledError) Error() string {
+	return "network: canceled while waiting for a buffer: " + e.Err.Error()
+}
 func (e *CanceledError) Unwrap() error { return e.Err }
 
 // ResultPartition is the sending end of a producer subtask on one output

@@ -220,9 +220,10 @@ func (j *Job) networkOutput(impl NodeImpl, e *graph.Edge, index int, gates map[*
 func (j *Job) Run() error {
 	defer j.stop(nil)
 	var (
-		wg    sync.WaitGroup
-		mu    sync.Mutex
-		first error
+		wg       sync.WaitGroup
+		mu       sync.Mutex
+		first    error
+		canceled bool
 	)
 	j.opts.Logger.Info("job started", "tasks", len(j.tasks))
 	for _, t := range j.tasks {
@@ -235,7 +236,11 @@ func (j *Job) Run() error {
 			}
 			mu.Lock()
 			defer mu.Unlock()
-			if first == nil && !errors.Is(err, ErrTaskCanceled) {
+			if errors.Is(err, ErrTaskCanceled) {
+				canceled = true
+				return
+			}
+			if first == nil {
 				first = err
 				j.opts.Logger.Error("task failed; canceling the job", "task", t.name, "err", err)
 				var pe *PanicError
@@ -250,8 +255,11 @@ func (j *Job) Run() error {
 	if first != nil {
 		return first
 	}
-	if err := j.ctx.Err(); err != nil {
-		return err
+	if canceled {
+		if err := context.Cause(j.ctx); err != nil {
+			return err
+		}
+		return context.Canceled
 	}
 	return nil
 }
@@ -263,4 +271,16 @@ func Execute(ctx context.Context, jg *graph.JobGraph, opts Options) error {
 		return err
 	}
 	return j.Run()
+}
+
+// NetworkMemory returns the bytes of network buffers the job's pools have
+// allocated so far and the most they may ever allocate.
+func (j *Job) NetworkMemory() (allocated, capacity int64) {
+	for _, t := range j.tasks {
+		for _, rp := range t.partitions {
+			allocated += rp.Pool().AllocatedBytes()
+			capacity += int64(rp.Pool().Size() * rp.Pool().SegmentSize())
+		}
+	}
+	return allocated, capacity
 }

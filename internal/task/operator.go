@@ -111,12 +111,12 @@ type Tracker struct {
 
 // OpContext is what an operator instance knows about where it runs.
 type OpContext struct {
-	Name, UID                   string
-	Subtask, Parallelism        int
-	MaxParallelism              int
-	JobName                     string
-	Logger                      *slog.Logger
-	Tracker                     *Tracker
+	Name, UID            string
+	Subtask, Parallelism int
+	MaxParallelism       int
+	JobName              string
+	Logger               *slog.Logger
+	Tracker              *Tracker
 	// Index is the operator's index in its task's chain; Parent is the index
 	// of the chained operator that feeds it (its own index for a head).
 	Index, Parent int

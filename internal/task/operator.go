@@ -107,6 +107,9 @@ type EdgeInfo struct {
 type Tracker struct {
 	// Cur is the index of the running operator in the task's chain.
 	Cur int
+	// Cur is written several times per record: keep each task's tracker on
+	// cache lines of its own, or parallel subtasks slow each other down.
+	_ [120]byte
 }
 
 // OpContext is what an operator instance knows about where it runs.

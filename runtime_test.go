@@ -441,3 +441,66 @@ func TestFailureNamesOperatorAndSubtask(t *testing.T) {
 		})
 	}
 }
+
+// trickle emits one record per batch and then nothing for a while, like a
+// quiet topic; records must still reach the sink promptly (buffer timeout
+// while busy, flush when idle) instead of waiting for a full buffer.
+type trickle struct {
+	idle bool
+}
+
+func (tr trickle) CreateReader(weir.SourceContext) (weir.SourceReader[int64], error) {
+	return &trickleReader{idle: tr.idle}, nil
+}
+
+type trickleReader struct {
+	idle bool
+	next int64
+}
+
+func (r *trickleReader) ReadBatch(out weir.Collector[int64]) (weir.ReadStatus, error) {
+	if r.idle && r.next > 0 {
+		return weir.NothingAvailable, nil
+	}
+	out.Collect(r.next)
+	r.next++
+	time.Sleep(time.Millisecond)
+	return weir.MoreAvailable, nil
+}
+func (r *trickleReader) Close() error { return nil }
+
+type firstSeen struct{ ch chan int64 }
+
+func (f firstSeen) CreateWriter(weir.SinkContext) (weir.SinkWriter[int64], error) { return f, nil }
+func (f firstSeen) Write(v int64) error {
+	select {
+	case f.ch <- v:
+	default:
+	}
+	return nil
+}
+func (f firstSeen) Flush() error { return nil }
+func (f firstSeen) Close() error { return nil }
+
+func TestPartialBuffersAreFlushed(t *testing.T) {
+	for _, idle := range []bool{true, false} {
+		t.Run(fmt.Sprintf("idle=%v", idle), func(t *testing.T) {
+			env := weir.NewEnvironment(weir.Options{Parallelism: 1, BufferTimeout: 20 * time.Millisecond, Logger: quiet})
+			s := weir.FromSource(env, trickle{idle: idle})
+			seen := firstSeen{ch: make(chan int64, 1)}
+			weir.SinkTo(weir.Map(s.Rebalance(), func(v int64) int64 { return v }).SetParallelism(2), seen)
+			ctx, cancel := context.WithCancel(context.Background())
+			done := make(chan error, 1)
+			go func() { done <- env.Execute(ctx, "trickle") }()
+			select {
+			case <-seen.ch:
+			case <-time.After(5 * time.Second):
+				t.Error("a record in a partially filled buffer never reached the sink")
+			}
+			cancel()
+			if err := <-done; !errors.Is(err, context.Canceled) {
+				t.Fatal(err)
+			}
+		})
+	}
+}

@@ -179,7 +179,7 @@ func (w *RecordWriter[T]) Emit(sub int, v T) {
 	n := len(b.Data)
 	d := w.enc.Append(b.Data, v)
 	if cap(d) == cap(b.Data) { // fits: append did not reallocate
-		b.Data = d
+		b.Data = b.Data[:len(d)] // same array: store the length only, no write barrier
 		return
 	}
 	rp.overflow(sub, n, d[n:])

@@ -12,8 +12,9 @@
 //			out.Collect(w)
 //		}
 //	})
-//	counts := weir.Process(weir.KeyBy(words, func(w string) string { return w }), &countWords{})
-//	weir.SinkTo(counts, sink.Print[string]())
+//	counts := weir.ProcessEach(weir.KeyBy(words, func(w string) string { return w }),
+//		func() weir.ProcessFunction[string, codec.Pair[string, int64]] { return &countWords{} })
+//	weir.SinkTo(counts, sink.Print[codec.Pair[string, int64]]())
 //	err := env.Execute(ctx, "wordcount")
 //
 // Every operator runs as parallel subtasks, one goroutine each. Operators

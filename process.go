@@ -1,6 +1,7 @@
 package weir
 
 import (
+	"fmt"
 	"log/slog"
 
 	"github.com/weirstream/weir/internal/graph"
@@ -64,8 +65,22 @@ func (c *Context[OUT]) Logger() *slog.Logger { return c.op.Logger }
 
 // Process applies fn to every record. When s is keyed (KeyBy), fn sees each
 // key's records on one subtask.
+//
+// Every subtask calls the same fn, concurrently, like an http.Handler: keep
+// per-subtask state out of it, or use ProcessEach.
 func Process[IN, OUT any](s *DataStream[IN], fn ProcessFunction[IN, OUT]) *DataStream[OUT] {
+	return ProcessEach(s, func() ProcessFunction[IN, OUT] { return fn })
+}
+
+// ProcessEach is Process with one function value per subtask: newFn is
+// called once for each subtask, before it opens, so the value's fields are
+// owned by that subtask's goroutine alone.
+func ProcessEach[IN, OUT any](s *DataStream[IN], newFn func() ProcessFunction[IN, OUT]) *DataStream[OUT] {
 	return connect(s, &graph.Node{Name: "Process"}, newNodeImpl(func(ctx *task.OpContext, out network.Output[OUT]) (task.Built, error) {
+		fn := newFn()
+		if fn == nil {
+			return task.Built{}, fmt.Errorf("ProcessEach: the function factory returned nil")
+		}
 		op := &processOp[IN, OUT]{opBase: newOpBase(ctx), fn: fn, pctx: &Context[OUT]{op: ctx, out: out}}
 		return task.Built{Op: op, Input: network.Output[IN](op)}, nil
 	}))

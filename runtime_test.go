@@ -427,7 +427,7 @@ func TestFailureNamesOperatorAndSubtask(t *testing.T) {
 			if oe.Operator != tc.op || oe.Subtask != tc.subtask || oe.Parallelism != 2 && tc.subtask != 0 {
 				t.Fatalf("error names %q subtask %d, want %q subtask %d: %v", oe.Operator, oe.Subtask, tc.op, tc.subtask, err)
 			}
-			if !strings.Contains(err.Error(), tc.cause) || !strings.Contains(err.Error(), fmt.Sprintf("subtask %d of", tc.subtask)) {
+			if !strings.Contains(err.Error(), tc.cause) || !strings.Contains(err.Error(), fmt.Sprintf("(subtask %d/", tc.subtask+1)) {
 				t.Fatalf("error %q does not name the cause %q and subtask", err, tc.cause)
 			}
 			if strings.Contains(tc.cause, "panic") {

@@ -24,7 +24,12 @@ func Print[T any]() weir.Sink[T] { return PrintTo[T](os.Stdout) }
 // PrintTo is Print writing to w. Subtasks write whole lines; w is shared
 // under a lock.
 func PrintTo[T any](w io.Writer) weir.Sink[T] {
-	return &printSink[T]{w: &lockedWriter{w: w}}
+	return PrintToFunc(w, func(v T) string { return fmt.Sprint(v) })
+}
+
+// PrintToFunc is PrintTo with its own formatting of records.
+func PrintToFunc[T any](w io.Writer, format func(T) string) weir.Sink[T] {
+	return &printSink[T]{w: &lockedWriter{w: w}, format: format}
 }
 
 type lockedWriter struct {
@@ -38,7 +43,10 @@ func (l *lockedWriter) Write(p []byte) (int, error) {
 	return l.w.Write(p)
 }
 
-type printSink[T any] struct{ w *lockedWriter }
+type printSink[T any] struct {
+	w      *lockedWriter
+	format func(T) string
+}
 
 func (p *printSink[T]) Name() string { return "Print" }
 
@@ -47,7 +55,7 @@ func (p *printSink[T]) CreateWriter(ctx weir.SinkContext) (weir.SinkWriter[T], e
 	if ctx.Parallelism > 1 {
 		prefix = fmt.Sprintf("%d> ", ctx.Subtask+1)
 	}
-	return &lineWriter[T]{bw: bufio.NewWriterSize(p.w, 32<<10), prefix: prefix, format: func(v T) string { return fmt.Sprint(v) }}, nil
+	return &lineWriter[T]{bw: bufio.NewWriterSize(p.w, 32<<10), prefix: prefix, format: p.format}, nil
 }
 
 // lineWriter writes formatted records as lines into a buffered writer. The

@@ -242,7 +242,7 @@ func (j *Job) Run() error {
 			}
 			if first == nil {
 				first = err
-				j.opts.Logger.Error("task failed; canceling the job", "task", t.name, "err", err)
+				j.opts.Logger.Info("task failed; canceling the job", "task", t.name, "err", err)
 				var pe *PanicError
 				if errors.As(err, &pe) {
 					j.opts.Logger.Debug("panic stack", "task", t.name, "stack", string(pe.Stack))

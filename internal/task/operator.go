@@ -140,15 +140,17 @@ type opFailure struct {
 // OperatorError is how a failing operator ends a job: it names the operator,
 // its subtask and the cause.
 type OperatorError struct {
-	Operator    string
-	UID         string
+	Operator string
+	UID      string
+	// Subtask is the failing subtask's index, counting from 0.
 	Subtask     int
 	Parallelism int
 	Err         error
 }
 
+// Error names the subtask as Flink does, counting from 1: "(2/4)".
 func (e *OperatorError) Error() string {
-	return fmt.Sprintf("operator %q (subtask %d of %d) failed: %v", e.Operator, e.Subtask, e.Parallelism, e.Err)
+	return fmt.Sprintf("operator %q (subtask %d/%d) failed: %v", e.Operator, e.Subtask+1, e.Parallelism, e.Err)
 }
 
 func (e *OperatorError) Unwrap() error { return e.Err }

@@ -1,0 +1,124 @@
+package cli
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"text/tabwriter"
+
+	"github.com/spf13/cobra"
+
+	"github.com/weirstream/weir"
+	"github.com/weirstream/weir/config"
+	"github.com/weirstream/weir/internal/bench"
+)
+
+// Defaults of `weir bench pipeline`.
+const (
+	defaultBenchRecords = 50_000_000
+	defaultBenchEdge    = bench.EdgeChained
+)
+
+// benchCommand is `weir bench`, grouping the benchmarks.
+func (a *app) benchCommand() *cobra.Command {
+	c := &cobra.Command{
+		Use:   "bench",
+		Short: "Measure the runtime's throughput",
+		Args:  cobra.ArbitraryArgs,
+		RunE:  a.groupRunE("command"),
+	}
+	c.AddCommand(a.benchPipelineCommand())
+	return c
+}
+
+func (a *app) benchPipelineCommand() *cobra.Command {
+	var (
+		edge        string
+		records     int64
+		parallelism int
+		asJSON      bool
+	)
+	c := &cobra.Command{
+		Use:   "pipeline [flags]",
+		Short: "Push records through source -> map -> filter -> discard and measure the rate",
+		Long: `Run the pipeline benchmark once: a sequence source of --records int64s, a
+map, a filter that keeps every record and a discarding sink, with every
+operator at --parallelism. With --edge chained every operator is chained
+(direct calls); with --edge rebalance a rebalance edge separates the map from
+the filter, so every record is serialized, sent through the network stack and
+deserialized.
+
+It prints wall time, CPU time (user + system, whole process) and records per
+second and per CPU-second; with --json exactly one JSON object and nothing
+else on standard output. Logs go to standard error at level warn unless
+--log-level is given.`,
+		Example: `  weir bench pipeline --edge rebalance --records 10000000 --parallelism 2 --json`,
+		Args:    noArgs,
+		RunE: func(c *cobra.Command, _ []string) error {
+			problems := a.flagProblemsOf(c.Flags())
+			minLevel := slog.LevelWarn
+			if c.Flags().Changed("log-level") {
+				minLevel = slog.LevelDebug
+			}
+			logger, err := newLogger(a.stderr, a.logFormat, a.logLevel, minLevel)
+			if err != nil {
+				problems = append(problems, err)
+			}
+			if edge != bench.EdgeChained && edge != bench.EdgeRebalance {
+				problems = append(problems, fmt.Errorf("--edge %q: must be %s or %s", edge, bench.EdgeChained, bench.EdgeRebalance))
+			}
+			if records < 1 {
+				problems = append(problems, fmt.Errorf("--records %d: must be at least 1", records))
+			}
+			opt, _ := config.Lookup("parallelism.default")
+			if p := int64(parallelism); p < opt.Min || p > opt.Max {
+				problems = append(problems, fmt.Errorf("--parallelism %d: must be between %d and %d", p, opt.Min, opt.Max))
+			}
+			if len(problems) > 0 {
+				return usageError(problems...)
+			}
+
+			var r bench.PipelineResult
+			opts := weir.Options{Parallelism: parallelism, Logger: logger}
+			err = execute(c.Context(), logger, "bench-pipeline-"+edge, func(ctx context.Context) error {
+				var err error
+				r, err = bench.RunPipeline(ctx, opts, edge, records)
+				return err
+			})
+			if err != nil {
+				return err
+			}
+			if asJSON {
+				if err := json.NewEncoder(a.stdout).Encode(r); err != nil {
+					return failure(err)
+				}
+				return nil
+			}
+			return printPipelineResult(a, r)
+		},
+	}
+	f := c.Flags()
+	f.StringVar(&edge, "edge", defaultBenchEdge, "edge between map and filter: chained or rebalance")
+	f.Int64Var(&records, "records", defaultBenchRecords, "number of records the source emits")
+	f.IntVarP(&parallelism, "parallelism", "p", 1, "parallelism of every operator")
+	f.BoolVar(&asJSON, "json", false, "print one JSON object instead of a table")
+	a.deferErrors(f)
+	return c
+}
+
+func printPipelineResult(a *app, r bench.PipelineResult) error {
+	tw := tabwriter.NewWriter(a.stdout, 0, 0, 2, ' ', 0)
+	fmt.Fprintf(tw, "edge\t%s\n", r.Edge)
+	fmt.Fprintf(tw, "parallelism\t%d\n", r.Parallelism)
+	fmt.Fprintf(tw, "records\t%d\n", r.Records)
+	fmt.Fprintf(tw, "wall time\t%.3f s\n", r.WallSeconds)
+	fmt.Fprintf(tw, "CPU time\t%.3f s\n", r.CPUSeconds)
+	fmt.Fprintf(tw, "records/s\t%.0f\n", r.RecordsPerSecond)
+	fmt.Fprintf(tw, "records/CPU-s\t%.0f\n", r.RecordsPerCoreSecond)
+	if err := tw.Flush(); err != nil {
+		return failure(errors.New("write result: " + err.Error()))
+	}
+	return nil
+}

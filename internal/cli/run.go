@@ -1,0 +1,191 @@
+package cli
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/weirstream/weir"
+	"github.com/weirstream/weir/config"
+	"github.com/weirstream/weir/internal/jobs"
+)
+
+// runFlags are the flags common to every job, persistent flags of `run`.
+type runFlags struct {
+	parallelism int
+	sets        []string
+	configPath  string
+}
+
+func (a *app) runCommand() *cobra.Command {
+	c := &cobra.Command{
+		Use:   "run <job> [flags]",
+		Short: "Run a built-in job",
+		Long: `Run a built-in job until its input ends, it fails, or it is interrupted.
+
+Configuration comes from the built-in defaults, then --config FILE, then the
+--set items in order, then --parallelism; the last setting of a key wins.
+'weir config keys' lists the keys. The key pipeline.name, if set, replaces the
+job's name in logs.
+
+Every problem with the flags, the configuration and the job's settings is
+reported at once, before the job starts (exit code 2). A job that fails while
+running exits with 1 and names the failing operator and subtask; Ctrl-C
+(SIGINT) or SIGTERM stops the job and exits with 130.`,
+		Example: `  weir run wordcount --parallelism 4 --input book.txt --output counts.txt
+  weir run wordcount --lines 100000 --set taskmanager.memory.segment-size=64kb
+  weir run wordcount --config weir.yaml --log-format json`,
+		Args: cobra.ArbitraryArgs,
+		// Let an unknown job be reported as such, not as an unknown flag.
+		FParseErrWhitelist: cobra.FParseErrWhitelist{UnknownFlags: true},
+		RunE:               a.groupRunE("job"),
+	}
+	rf := &runFlags{}
+	pf := c.PersistentFlags()
+	pf.IntVarP(&rf.parallelism, "parallelism", "p", 0,
+		"parallelism of operators that do not set their own; overrides parallelism.default (default 1)")
+	pf.StringArrayVar(&rf.sets, "set", nil, "set the configuration `key=value`; repeatable, later items win (see 'weir config keys')")
+	pf.StringVar(&rf.configPath, "config", "", "YAML configuration `file` (Flink config.yaml syntax)")
+	a.deferErrors(pf)
+	c.SetUsageTemplate(strings.NewReplacer(
+		"Available Commands:", "Jobs:",
+		"\n  {{.CommandPath}} [command]", "",
+		"\n\nFlags:\n", "\n\nFlags common to every job:\n",
+		`Use "{{.CommandPath}} [command] --help" for more information about a command.`,
+		`Use "{{.CommandPath}} <job> --help" for the flags of a job.`,
+	).Replace(defaultUsageTemplate()))
+
+	for _, name := range a.registry.Names() {
+		job, _ := a.registry.New(name)
+		c.AddCommand(a.jobCommand(job, rf))
+	}
+	return c
+}
+
+// jobCommand is `weir run <job>`.
+func (a *app) jobCommand(job jobs.Job, rf *runFlags) *cobra.Command {
+	c := &cobra.Command{
+		Use:   job.Name() + " [flags]",
+		Short: job.Description(),
+		Long:  job.Description(),
+		Args:  noArgs,
+		RunE:  func(c *cobra.Command, _ []string) error { return a.runJob(c, job, rf) },
+	}
+	if d, ok := job.(jobs.LongDescriber); ok {
+		c.Long = d.LongDescription()
+	}
+	job.RegisterFlags(c.Flags())
+	a.deferErrors(c.Flags())
+	c.SetUsageTemplate(strings.NewReplacer(
+		"\n\nFlags:\n", "\n\nJob flags:\n",
+		"\n\nGlobal Flags:\n", "\n\nCommon flags:\n",
+	).Replace(defaultUsageTemplate()))
+	return c
+}
+
+// defaultUsageTemplate is cobra's usage template.
+func defaultUsageTemplate() string { return (&cobra.Command{}).UsageTemplate() }
+
+// runJob validates everything about the run, reports every problem at once,
+// then builds and executes the job.
+func (a *app) runJob(c *cobra.Command, job jobs.Job, rf *runFlags) error {
+	problems := a.flagProblemsOf(c.Flags())
+	logger, err := newLogger(a.stderr, a.logFormat, a.logLevel, slog.LevelDebug)
+	if err != nil {
+		problems = append(problems, err)
+	}
+
+	sets := slices.Clone(rf.sets)
+	if c.Flags().Changed("parallelism") {
+		opt, _ := config.Lookup("parallelism.default")
+		if p := int64(rf.parallelism); p < opt.Min || p > opt.Max {
+			problems = append(problems, fmt.Errorf("--parallelism %d: must be between %d and %d", p, opt.Min, opt.Max))
+		} else {
+			sets = append(sets, "parallelism.default="+strconv.Itoa(rf.parallelism))
+		}
+	}
+	cfg, err := config.LoadFile(rf.configPath, sets)
+	if err != nil {
+		problems = append(problems, err)
+	}
+	if err := job.Validate(); err != nil {
+		problems = append(problems, err)
+	}
+	var opts weir.Options
+	if cfg != nil {
+		opts = weir.OptionsFromConfig(cfg)
+		opts.Logger = logger
+		if err := opts.Validate(); err != nil {
+			problems = append(problems, err)
+		}
+	}
+	if len(problems) > 0 {
+		return usageError(problems...)
+	}
+
+	name := job.Name()
+	if n := cfg.String("pipeline.name"); n != "" {
+		name = n
+	}
+	env := weir.NewEnvironment(opts)
+	if err := job.Build(env, a.stdout); err != nil {
+		return usageError(fmt.Errorf("job %s: %w", job.Name(), err))
+	}
+	logger.Info("running job", "job", name, "parallelism", opts.Parallelism, "config", cfg.Explicit())
+	start := time.Now()
+	err = execute(c.Context(), logger, name, func(ctx context.Context) error { return env.Execute(ctx, name) })
+	if err == nil {
+		logger.Info("job finished", "job", name, "duration", time.Since(start).Round(time.Millisecond).String())
+	}
+	return err
+}
+
+// execute runs a job with ctx, cancelled by SIGINT and SIGTERM, and maps
+// its outcome to an exit code: interrupted (130), invalid job (2) or failed
+// (1).
+func execute(ctx context.Context, logger *slog.Logger, name string, exec func(context.Context) error) error {
+	logged := make(chan struct{})
+	stopLog := context.AfterFunc(ctx, func() {
+		defer close(logged)
+		logger.Warn("stopping the job; interrupt again to exit at once", "job", name, "cause", context.Cause(ctx))
+	})
+	defer func() {
+		if !stopLog() {
+			<-logged // the log call has started: wait for it, so that nothing writes after we return
+		}
+	}()
+	err := exec(ctx)
+	switch {
+	case err == nil:
+		return nil
+	case ctx.Err() != nil:
+		return interrupted(fmt.Errorf("job %q interrupted (%v)", name, context.Cause(ctx)))
+	case errors.Is(err, weir.ErrInvalidJob):
+		return invalidJob(err)
+	}
+	return failure(err)
+}
+
+// invalidJob reports a weir.ErrInvalidJob error from Execute as a usage
+// error, one problem per cause.
+func invalidJob(err error) error {
+	e := &exitError{code: ExitUsage, prefix: "invalid job: "}
+	if m, ok := err.(interface{ Unwrap() []error }); ok {
+		for _, k := range m.Unwrap() {
+			if k != weir.ErrInvalidJob {
+				e.errs = append(e.errs, k)
+			}
+		}
+	}
+	if len(e.errs) == 0 {
+		e.prefix, e.errs = "", []error{err}
+	}
+	return e
+}

@@ -158,6 +158,6 @@ func TestTextFileInAJob(t *testing.T) {
 type sinkFunc func(int64)
 
 func (f sinkFunc) CreateWriter(weir.SinkContext) (weir.SinkWriter[int64], error) { return f, nil }
-func (f sinkFunc) Write(v int64) error                                          { f(v); return nil }
-func (f sinkFunc) Flush() error                                                 { return nil }
-func (f sinkFunc) Close() error                                                 { return nil }
+func (f sinkFunc) Write(v int64) error                                           { f(v); return nil }
+func (f sinkFunc) Flush() error                                                  { return nil }
+func (f sinkFunc) Close() error                                                  { return nil }

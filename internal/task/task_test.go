@@ -59,7 +59,7 @@ func TestWatermarkIsMinimumOverLiveChannels(t *testing.T) {
 	}
 	step(0, 10, false) // others still at -inf: nothing
 	step(1, 5, false)
-	step(2, 7, false) // min(10, 5, 7) = 5
+	step(2, 7, false)  // min(10, 5, 7) = 5
 	step(1, 20, false) // min(10, 20, 7) = 7
 	step(2, 6, false)  // lower than before on ch2 is ignored: stays 7... min(10,20,7)=7, no change
 	step(2, 0, true)   // ch2 ended: min(10, 20) = 10

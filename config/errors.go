@@ -6,6 +6,8 @@ import (
 	"slices"
 	"strings"
 	"unicode/utf8"
+
+	"github.com/weirstream/weir/internal/spell"
 )
 
 // ErrUnknownKey is wrapped by every *Error about a key weir does not know:
@@ -77,7 +79,7 @@ func suggest(key string) []string {
 	var cands []cand
 	for _, o := range registry.sorted {
 		ko := strings.ToLower(o.Key)
-		d := editDistance(lk, ko)
+		d := spell.Distance(lk, ko)
 		switch {
 		case d <= limit:
 		case strings.HasPrefix(ko, lk+".") || strings.HasSuffix(ko, "."+lk) || strings.HasSuffix(lk, "."+ko):
@@ -93,26 +95,4 @@ func suggest(key string) []string {
 		out = append(out, c.key)
 	}
 	return out
-}
-
-// editDistance is the Levenshtein distance between a and b in runes.
-func editDistance(a, b string) int {
-	ra, rb := []rune(a), []rune(b)
-	prev := make([]int, len(rb)+1)
-	cur := make([]int, len(rb)+1)
-	for j := range prev {
-		prev[j] = j
-	}
-	for i := 1; i <= len(ra); i++ {
-		cur[0] = i
-		for j := 1; j <= len(rb); j++ {
-			cost := 1
-			if ra[i-1] == rb[j-1] {
-				cost = 0
-			}
-			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
-		}
-		prev, cur = cur, prev
-	}
-	return prev[len(rb)]
 }

@@ -11,6 +11,8 @@ import (
 
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
+
+	"github.com/weirstream/weir/internal/spell"
 )
 
 // deferredValue wraps a flag's value so that a malformed value does not end
@@ -123,7 +125,7 @@ func suggestFlag(fs *pflag.FlagSet, name string) string {
 		if f.Hidden {
 			return
 		}
-		d := editDistance(strings.ToLower(name), f.Name)
+		d := spell.Distance(strings.ToLower(name), f.Name)
 		if len(name) >= 3 && strings.HasPrefix(f.Name, name) {
 			d = min(d, 1)
 		}
@@ -132,28 +134,6 @@ func suggestFlag(fs *pflag.FlagSet, name string) string {
 		}
 	})
 	return best
-}
-
-// editDistance is the Levenshtein distance between a and b in bytes (flag
-// names are ASCII).
-func editDistance(a, b string) int {
-	prev := make([]int, len(b)+1)
-	cur := make([]int, len(b)+1)
-	for j := range prev {
-		prev[j] = j
-	}
-	for i := 1; i <= len(a); i++ {
-		cur[0] = i
-		for j := 1; j <= len(b); j++ {
-			cost := 1
-			if a[i-1] == b[j-1] {
-				cost = 0
-			}
-			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
-		}
-		prev, cur = cur, prev
-	}
-	return prev[len(b)]
 }
 
 // logLevels are the values of --log-level.

@@ -1,0 +1,5 @@
+package state
+
+import "reflect"
+
+func typeName[T any]() string { return reflect.TypeFor[T]().String() }

@@ -12,7 +12,7 @@
 //			out.Collect(w)
 //		}
 //	})
-//	counts := weir.ProcessEach(weir.KeyBy(words, func(w string) string { return w }),
+//	counts := weir.ProcessEach(weir.KeyBy(words, func(w string) string { return w }).Stream(),
 //		func() weir.ProcessFunction[string, codec.Pair[string, int64]] { return &countWords{} })
 //	weir.SinkTo(counts, sink.Print[codec.Pair[string, int64]]())
 //	err := env.Execute(ctx, "wordcount")

@@ -59,11 +59,12 @@ func (e *Environment) jobGraph() (*graph.JobGraph, error) {
 		errs = append(errs, err)
 	}
 	if jg != nil {
+		markTimestamped(&e.graph)
 		for _, v := range jg.Vertices {
 			for _, edge := range v.Outputs {
-				if c, ok := edge.From.Impl.(codecChecker); ok && !c.hasCodec() {
+				if o, ok := edge.From.Impl.(outputs); ok && !o.output(edge.Output).hasCodec() {
 					errs = append(errs, fmt.Errorf("operator %q sends records of type %s over a network edge to %q, which needs a codec: set one with WithCodec",
-						edge.From.Name, c.typeName(), edge.To.Name))
+						edge.From.Name, o.output(edge.Output).typeName(), edge.To.Name))
 				}
 			}
 		}
@@ -72,6 +73,33 @@ func (e *Environment) jobGraph() (*graph.JobGraph, error) {
 		return nil, fmt.Errorf("%w: %w", ErrInvalidJob, errors.Join(errs...))
 	}
 	return jg, nil
+}
+
+type outputs interface {
+	output(i int) codecChecker
+}
+
+type timestampAssigner interface {
+	assignsTimestamps() bool
+}
+
+// markTimestamped marks the edges whose records carry event timestamps:
+// those downstream of a timestamp assigner. Node IDs are topological.
+func markTimestamped(g *graph.Graph) {
+	ts := make([]bool, len(g.Nodes))
+	for _, n := range g.Nodes {
+		if a, ok := n.Impl.(timestampAssigner); ok && a.assignsTimestamps() {
+			ts[n.ID] = true
+		}
+		for _, e := range n.Inputs {
+			ts[n.ID] = ts[n.ID] || ts[e.From.ID]
+		}
+	}
+	for _, n := range g.Nodes {
+		for _, e := range n.Outputs {
+			e.Timestamped = ts[n.ID]
+		}
+	}
 }
 
 // Plan returns the job graph Execute would run, one vertex (a chain of
@@ -109,6 +137,9 @@ func (e *Environment) deploy(ctx context.Context, name string) (*task.Job, error
 		FloatingBuffersPerGate: e.opts.FloatingBuffersPerGate,
 		BufferTimeout:          e.opts.BufferTimeout,
 		Logger:                 e.opts.Logger.With("job", name),
+		Clock:                  e.opts.clock,
+		AutoWatermarkInterval:  e.opts.AutoWatermarkInterval,
+		StateDir:               e.opts.StateDir,
 	})
 }
 

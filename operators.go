@@ -33,7 +33,7 @@ func FromSource[T any](env *Environment, src Source[T]) *DataStream[T] {
 	if named, ok := src.(interface{ Name() string }); ok {
 		n.Name = "Source: " + named.Name()
 	}
-	return &DataStream[T]{env: env, ups: []upstream[T]{{node: n, impl: impl}}}
+	return &DataStream[T]{env: env, ups: []upstream[T]{{node: n, out: impl.main}}}
 }
 
 type sourceOp[T any] struct {
@@ -88,10 +88,10 @@ func (m *mapOp[IN, OUT]) Collect(v IN) {
 
 // Filter keeps the records for which fn returns true.
 func Filter[T any](s *DataStream[T], fn func(T) bool) *DataStream[T] {
-	return connect(s, &graph.Node{Name: "Filter"}, newNodeImpl(func(ctx *task.OpContext, out network.Output[T]) (task.Built, error) {
+	return passThrough(s, connect(s, &graph.Node{Name: "Filter"}, newNodeImpl(func(ctx *task.OpContext, out network.Output[T]) (task.Built, error) {
 		op := &filterOp[T]{opBase: newOpBase(ctx), fn: fn, out: out}
 		return task.Built{Op: op, Input: network.Output[T](op)}, nil
-	}))
+	})))
 }
 
 type filterOp[T any] struct {

@@ -4,9 +4,11 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"path/filepath"
 	"time"
 
 	"github.com/weirstream/weir/config"
+	"github.com/weirstream/weir/internal/clock"
 	"github.com/weirstream/weir/internal/keygroup"
 	"github.com/weirstream/weir/internal/task"
 )
@@ -40,8 +42,22 @@ type Options struct {
 	// input. Default 100ms; negative means only when full or idle
 	// (execution.buffer-timeout.interval).
 	BufferTimeout time.Duration
+	// StateBackend stores keyed state: BackendHashMap (Go maps in memory) or
+	// BackendPebble (a Pebble database per subtask on local disk). Default
+	// hashmap (state.backend.type).
+	StateBackend string
+	// StateDir is the local working directory under which the Pebble backend
+	// keeps one database per operator subtask, deleted when the job ends.
+	// Default "weir-data/state" (state.backend.local-dir).
+	StateDir string
+	// AutoWatermarkInterval is how often watermark strategies emit
+	// watermarks. Default 200ms (pipeline.auto-watermark-interval).
+	AutoWatermarkInterval time.Duration
 	// Logger receives the job's logs. Default slog.Default().
 	Logger *slog.Logger
+
+	// clock drives processing time in tests; default the system clock.
+	clock clock.Clock
 }
 
 // EnsureDefaults fills zero fields with their defaults.
@@ -61,8 +77,20 @@ func (o *Options) EnsureDefaults() {
 	if o.BufferTimeout == 0 {
 		o.BufferTimeout = task.DefaultBufferTimeout
 	}
+	if o.StateBackend == "" {
+		o.StateBackend = BackendHashMap
+	}
+	if o.StateDir == "" {
+		o.StateDir = filepath.Join("weir-data", "state")
+	}
+	if o.AutoWatermarkInterval == 0 {
+		o.AutoWatermarkInterval = 200 * time.Millisecond
+	}
 	if o.Logger == nil {
 		o.Logger = slog.Default()
+	}
+	if o.clock == nil {
+		o.clock = clock.Real()
 	}
 }
 
@@ -83,6 +111,12 @@ func (o *Options) Validate() error {
 	if o.BuffersPerChannel < 1 {
 		errs = append(errs, fmt.Errorf("buffers per channel %d must be at least 1", o.BuffersPerChannel))
 	}
+	if o.StateBackend != BackendHashMap && o.StateBackend != BackendPebble {
+		errs = append(errs, fmt.Errorf("state backend %q must be %s or %s", o.StateBackend, BackendHashMap, BackendPebble))
+	}
+	if o.AutoWatermarkInterval < 0 {
+		errs = append(errs, fmt.Errorf("auto watermark interval %v must not be negative", o.AutoWatermarkInterval))
+	}
 	return errors.Join(errs...)
 }
 
@@ -95,6 +129,9 @@ func OptionsFromConfig(c *config.Config) Options {
 		BuffersPerChannel:      int(c.Int("taskmanager.network.memory.buffers-per-channel")),
 		FloatingBuffersPerGate: int(c.Int("taskmanager.network.memory.floating-buffers-per-gate")),
 		BufferTimeout:          c.Duration("execution.buffer-timeout.interval"),
+		StateBackend:           c.String("state.backend.type"),
+		StateDir:               c.String("state.backend.local-dir"),
+		AutoWatermarkInterval:  c.Duration("pipeline.auto-watermark-interval"),
 	}
 	if mp := c.Int("pipeline.max-parallelism"); mp > 0 {
 		o.MaxParallelism = int(mp)

@@ -90,7 +90,7 @@ func TestPartitionersDeliverEverything(t *testing.T) {
 		{"rebalance", func(s *weir.DataStream[int64]) *weir.DataStream[int64] { return s.Rebalance() }, 2, 3, 1},
 		{"rescale", func(s *weir.DataStream[int64]) *weir.DataStream[int64] { return s.Rescale() }, 4, 2, 1},
 		{"hash", func(s *weir.DataStream[int64]) *weir.DataStream[int64] {
-			return weir.KeyBy(s, func(v int64) int64 { return v % 1000 })
+			return weir.KeyBy(s, func(v int64) int64 { return v % 1000 }).Stream()
 		}, 2, 4, 1},
 		{"broadcast", func(s *weir.DataStream[int64]) *weir.DataStream[int64] { return s.Broadcast() }, 2, 3, 3},
 	} {
@@ -126,7 +126,7 @@ func TestKeyByRoutesKeysToTheirKeyGroupOwner(t *testing.T) {
 	const p, maxP = 3, 128
 	env := weir.NewEnvironment(weir.Options{Parallelism: p, Logger: quiet})
 	words := weir.FromSource(env, source.Generator(30_000, func(i int64) string { return fmt.Sprintf("w%d", i%997) }))
-	tagged := weir.Process(weir.KeyBy(words, func(w string) string { return w }),
+	tagged := weir.Process(weir.KeyBy(words, func(w string) string { return w }).Stream(),
 		weir.ProcessFunc[string, codec.Pair[string, int]](func(ctx *weir.Context[codec.Pair[string, int]], w string) error {
 			ctx.Emit(codec.Pair[string, int]{First: w, Second: ctx.Subtask()})
 			return nil
@@ -195,7 +195,7 @@ func TestPlanShowsChains(t *testing.T) {
 	s := weir.FromSource(env, source.Sequence(0, 9))
 	m := weir.Map(s, func(v int64) int64 { return v }).Name("double")
 	f := weir.Filter(m, func(v int64) bool { return true }).Name("keep")
-	k := weir.Process(weir.KeyBy(f, func(v int64) int64 { return v }), weir.ProcessFunc[int64, int64](
+	k := weir.Process(weir.KeyBy(f, func(v int64) int64 { return v }).Stream(), weir.ProcessFunc[int64, int64](
 		func(ctx *weir.Context[int64], v int64) error { ctx.Emit(v); return nil })).Name("count")
 	weir.SinkTo(k, &collect[int64]{})
 	plan, err := env.Plan()

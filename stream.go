@@ -1,11 +1,12 @@
 package weir
 
 import (
+	"encoding/binary"
+	"fmt"
 	"reflect"
 
 	"github.com/weirstream/weir/codec"
 	"github.com/weirstream/weir/internal/graph"
-	"github.com/weirstream/weir/internal/keygroup"
 	"github.com/weirstream/weir/internal/network"
 	"github.com/weirstream/weir/internal/task"
 )
@@ -26,16 +27,12 @@ type DataStream[T any] struct {
 // upstream is a producer of a stream and how records leave it for the next
 // operator.
 type upstream[T any] struct {
-	node *graph.Node
-	impl *nodeImpl[T]
-	part network.Partitioner
-	key  keyChannels[T] // set for Hash
+	node   *graph.Node
+	output int // which output of node
+	out    *outputImpl[T]
+	part   network.Partitioner
+	key    *keySelector[T] // set for Hash
 }
-
-// keyChannels returns, for a hash edge to consumers subtasks with maxP key
-// groups, the function that maps a record to its consumer subtask. Each
-// producer subtask calls it once and owns the returned function.
-type keyChannels[T any] func(consumers, maxP int) func(T) int
 
 func (s *DataStream[T]) single(what string) *upstream[T] {
 	if len(s.ups) != 1 {
@@ -95,7 +92,7 @@ func (s *DataStream[T]) DisableChaining() *DataStream[T] {
 // types need one as soon as they leave a chain.
 func (s *DataStream[T]) WithCodec(c codec.Codec[T]) *DataStream[T] {
 	for _, u := range s.ups {
-		u.impl.codec = c
+		u.out.codec = c
 	}
 	return s
 }
@@ -123,36 +120,6 @@ func (s *DataStream[T]) Broadcast() *DataStream[T] { return s.withPartitioner(ne
 // must have the same parallelism.
 func (s *DataStream[T]) Forward() *DataStream[T] { return s.withPartitioner(network.Forward) }
 
-// KeyBy partitions the stream by the key that key extracts: every record with
-// the same key goes to the same subtask of the next operator, chosen by key
-// group (murmur3 of the key's encoding modulo max parallelism). K must have a
-// built-in codec (codec.For); use KeyByCodec otherwise.
-func KeyBy[T, K any](s *DataStream[T], key func(T) K) *DataStream[T] {
-	kc, ok := codec.For[K]()
-	if !ok {
-		s.env.errorf("KeyBy: key type %s has no built-in codec: use KeyByCodec", reflect.TypeFor[K]())
-		return s
-	}
-	return KeyByCodec(s, key, kc)
-}
-
-// KeyByCodec is KeyBy with an explicit codec for the key; the key's encoding
-// decides its key group, so it must be deterministic.
-func KeyByCodec[T, K any](s *DataStream[T], key func(T) K, kc codec.Codec[K]) *DataStream[T] {
-	out := s.withPartitioner(network.Hash)
-	channels := keyChannels[T](func(consumers, maxP int) func(T) int {
-		var buf []byte
-		return func(v T) int {
-			buf = kc.Append(buf[:0], key(v))
-			return keygroup.OperatorIndex(keygroup.Of(buf, maxP), maxP, consumers)
-		}
-	})
-	for i := range out.ups {
-		out.ups[i].key = channels
-	}
-	return out
-}
-
 // Union merges streams of the same type into one; the next operator reads
 // all of them.
 func Union[T any](s *DataStream[T], others ...*DataStream[T]) *DataStream[T] {
@@ -167,7 +134,8 @@ func Union[T any](s *DataStream[T], others ...*DataStream[T]) *DataStream[T] {
 	return out
 }
 
-// connect adds a node fed by every producer of in.
+// connect adds a node fed by every producer of in, with main output type
+// OUT.
 func connect[IN, OUT any](in *DataStream[IN], n *graph.Node, impl *nodeImpl[OUT]) *DataStream[OUT] {
 	env := in.env
 	n.Impl = impl
@@ -177,22 +145,92 @@ func connect[IN, OUT any](in *DataStream[IN], n *graph.Node, impl *nodeImpl[OUT]
 		if u.key != nil {
 			edgeImpl = u.key
 		}
-		env.graph.Connect(u.node, n, u.part, edgeImpl)
+		e := env.graph.Connect(u.node, n, u.part, edgeImpl)
+		e.Output = u.output
 	}
-	return &DataStream[OUT]{env: env, ups: []upstream[OUT]{{node: n, impl: impl}}}
+	return &DataStream[OUT]{env: env, ups: []upstream[OUT]{{node: n, out: impl.main}}}
 }
 
-// nodeImpl is the runtime side of a node with output type OUT.
+// passThrough makes out, the stream of an operator that passes in's records
+// on, use in's codec unless it gets its own.
+func passThrough[T any](in, out *DataStream[T]) *DataStream[T] {
+	if len(in.ups) > 0 {
+		out.ups[0].out.like = in.ups[0].out
+	}
+	return out
+}
+
+// nodeImpl is the runtime side of a node with main output type OUT.
 type nodeImpl[OUT any] struct {
-	codec codec.Codec[OUT]
-	build func(ctx *task.OpContext, out network.Output[OUT]) (task.Built, error)
+	main  *outputImpl[OUT]
+	sides []sideOutput // outputs 1, 2, ...
+	build func(ctx *task.OpContext, outs []any) (task.Built, error)
+	// assigns is set for operators that assign event timestamps.
+	assigns bool
+}
+
+// sideOutput is an output other than the main one.
+type sideOutput interface {
+	task.OutputImpl
+	codecChecker
 }
 
 var _ task.NodeImpl = (*nodeImpl[int])(nil)
 
+func newOutputImpl[T any]() *outputImpl[T] {
+	c, _ := codec.For[T]()
+	return &outputImpl[T]{codec: c}
+}
+
+// newNodeImpl returns the implementation of a node whose build function
+// takes its main output.
 func newNodeImpl[OUT any](build func(ctx *task.OpContext, out network.Output[OUT]) (task.Built, error)) *nodeImpl[OUT] {
-	c, _ := codec.For[OUT]()
-	return &nodeImpl[OUT]{codec: c, build: build}
+	return &nodeImpl[OUT]{main: newOutputImpl[OUT](), build: func(ctx *task.OpContext, outs []any) (task.Built, error) {
+		var o network.Output[OUT]
+		if len(outs) > 0 && outs[0] != nil {
+			o = outs[0].(network.Output[OUT])
+		}
+		return build(ctx, o)
+	}}
+}
+
+func (n *nodeImpl[OUT]) Build(ctx *task.OpContext, outs []any) (task.Built, error) {
+	return n.build(ctx, outs)
+}
+
+func (n *nodeImpl[OUT]) NumOutputs() int { return 1 + len(n.sides) }
+
+func (n *nodeImpl[OUT]) assignsTimestamps() bool { return n.assigns }
+
+func (n *nodeImpl[OUT]) Output(i int) task.OutputImpl {
+	if i == 0 {
+		return n.main
+	}
+	return n.sides[i-1]
+}
+
+func (n *nodeImpl[OUT]) output(i int) codecChecker {
+	if i == 0 {
+		return n.main
+	}
+	return n.sides[i-1]
+}
+
+// outputImpl is the typed plumbing of one output with record type T.
+type outputImpl[T any] struct {
+	codec codec.Codec[T]
+	// like is the output this one passes records of (Filter, timestamp
+	// assigners, late data): without a codec of its own, it uses like's.
+	like *outputImpl[T]
+}
+
+func (o *outputImpl[T]) codecOf() codec.Codec[T] {
+	for ; o != nil; o = o.like {
+		if o.codec != nil {
+			return o.codec
+		}
+	}
+	return nil
 }
 
 type codecChecker interface {
@@ -200,36 +238,60 @@ type codecChecker interface {
 	typeName() string
 }
 
-func (n *nodeImpl[OUT]) hasCodec() bool   { return n.codec != nil }
-func (n *nodeImpl[OUT]) typeName() string { return reflect.TypeFor[OUT]().String() }
+func (o *outputImpl[T]) hasCodec() bool   { return o.codecOf() != nil }
+func (o *outputImpl[T]) typeName() string { return reflect.TypeFor[T]().String() }
 
-func (n *nodeImpl[OUT]) Build(ctx *task.OpContext, out any) (task.Built, error) {
-	var o network.Output[OUT]
-	if out != nil {
-		o = out.(network.Output[OUT])
-	}
-	return n.build(ctx, o)
-}
-
-func (n *nodeImpl[OUT]) Fanout(outs []any) any {
-	f := &fanout[OUT]{outs: make([]network.Output[OUT], len(outs))}
-	for i, o := range outs {
-		f.outs[i] = o.(network.Output[OUT])
+func (o *outputImpl[T]) Fanout(outs []any) any {
+	f := &fanout[T]{outs: make([]network.Output[T], len(outs))}
+	for i, out := range outs {
+		f.outs[i] = out.(network.Output[T])
 	}
 	return f
 }
 
-func (n *nodeImpl[OUT]) NetworkOutput(e task.EdgeInfo, rp *network.ResultPartition, index, producers int) (any, error) {
-	w := network.NewRecordWriter[OUT](rp, n.codec)
-	var channel func(OUT) int
-	if kc, ok := e.Impl.(keyChannels[OUT]); ok {
-		channel = kc(e.Consumers, e.ConsumerMaxParallelism)
+func (o *outputImpl[T]) NetworkOutput(e task.EdgeInfo, rp *network.ResultPartition, index, producers int) (any, error) {
+	c := o.codecOf()
+	var enc network.Encoder[T] = c
+	if e.Timestamped {
+		enc = tsCodec[T]{c: c, tr: e.Tracker}
 	}
-	return network.NewPartitionedOutput[OUT](e.Partitioner, w, index, producers, channel)
+	w := network.NewRecordWriter[T](rp, enc)
+	var channel func(T) int
+	if ks, ok := e.Impl.(*keySelector[T]); ok {
+		channel = ks.channels(e.Consumers, e.ConsumerMaxParallelism)
+	}
+	return network.NewPartitionedOutput[T](e.Partitioner, w, index, producers, channel)
 }
 
-func (n *nodeImpl[OUT]) NewReader(in any) (network.BufferReader, error) {
-	return network.NewRecordReader[OUT](n.codec, in.(network.Output[OUT])), nil
+func (o *outputImpl[T]) NewReader(in any, timestamped bool, tr *task.Tracker) (network.BufferReader, error) {
+	c := o.codecOf()
+	var dec network.Decoder[T] = c
+	if timestamped {
+		dec = tsCodec[T]{c: c, tr: tr}
+	}
+	return network.NewRecordReader[T](dec, in.(network.Output[T])), nil
+}
+
+// tsCodec frames a record with its event timestamp: 8 bytes little endian,
+// taken from the producing task's tracker and put into the consuming task's
+// tracker just before the record is passed on.
+type tsCodec[T any] struct {
+	c  codec.Codec[T]
+	tr *task.Tracker
+}
+
+func (t tsCodec[T]) Append(dst []byte, v T) []byte {
+	return t.c.Append(binary.LittleEndian.AppendUint64(dst, uint64(t.tr.Timestamp)), v)
+}
+
+func (t tsCodec[T]) Decode(src []byte) (T, int, error) {
+	if len(src) < 8 {
+		var zero T
+		return zero, 0, fmt.Errorf("record timestamp: %w", codec.ErrCorrupt)
+	}
+	v, n, err := t.c.Decode(src[8:])
+	t.tr.Timestamp = int64(binary.LittleEndian.Uint64(src))
+	return v, n + 8, err
 }
 
 // fanout passes each record to several outputs (a stream read by several
@@ -241,3 +303,5 @@ func (f *fanout[T]) Collect(v T) {
 		o.Collect(v)
 	}
 }
+
+func typeNameOf[T any]() string { return reflect.TypeFor[T]().String() }

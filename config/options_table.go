@@ -68,7 +68,7 @@ var optionTable = []Option{
 		Kind:    KindDuration,
 		Default: "100 ms",
 		Description: "How long a partially filled output buffer may wait before it is flushed; " +
-			"0 flushes after every record.",
+			"0 flushes after every input buffer or source batch. A task also flushes whenever it runs out of input.",
 	},
 	{
 		Key:     "execution.runtime-mode",
@@ -77,5 +77,24 @@ var optionTable = []Option{
 		Description: "Execution mode of jobs. weir currently runs every job as STREAMING whatever this says; " +
 			"the key is accepted so that Flink configuration files load.",
 		Enum: []string{"STREAMING", "BATCH", "AUTOMATIC"},
+	},
+	{
+		Key:         "state.backend.type",
+		Kind:        KindEnum,
+		Default:     "hashmap",
+		Description: "Where keyed state lives: hashmap (Go maps in memory) or pebble (one Pebble database per operator subtask on local disk).",
+		Enum:        []string{"hashmap", "pebble"},
+	},
+	{
+		Key:         "state.backend.local-dir",
+		Kind:        KindString,
+		Default:     "weir-data/state",
+		Description: "Local working directory of the pebble backend: one database per operator subtask under a directory per job run, deleted when the job ends.",
+	},
+	{
+		Key:         "pipeline.auto-watermark-interval",
+		Kind:        KindDuration,
+		Default:     "200 ms",
+		Description: "How often watermark strategies emit watermarks.",
 	},
 }

@@ -103,13 +103,20 @@ func TextFile[T any](path string, format func(T) string) weir.Sink[T] {
 type textFile[T any] struct {
 	path   string
 	format func(T) string
+	dir    bool
+}
+
+// TextDir is TextFile writing to the directory dir at any parallelism: one
+// file per subtask, part-0 ... part-<p-1>.
+func TextDir[T any](dir string, format func(T) string) weir.Sink[T] {
+	return textFile[T]{path: dir, format: format, dir: true}
 }
 
 func (t textFile[T]) Name() string { return "TextFile(" + t.path + ")" }
 
 func (t textFile[T]) CreateWriter(ctx weir.SinkContext) (weir.SinkWriter[T], error) {
 	name := t.path
-	if ctx.Parallelism > 1 {
+	if ctx.Parallelism > 1 || t.dir {
 		if err := os.MkdirAll(t.path, 0o755); err != nil {
 			return nil, fmt.Errorf("text file sink: %w", err)
 		}

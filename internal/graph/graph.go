@@ -48,8 +48,13 @@ type Node struct {
 
 // Edge connects two nodes.
 type Edge struct {
-	From, To    *Node
+	From, To *Node
+	// Output is the output of From the edge reads: 0 is the main output,
+	// higher numbers are side outputs.
+	Output      int
 	Partitioner network.Partitioner
+	// Timestamped edges carry every record's event timestamp.
+	Timestamped bool
 	// Impl carries what the partitioner needs (the key selector of a hash
 	// edge); graph never looks inside.
 	Impl any
@@ -199,7 +204,7 @@ func Build(g *Graph, opts Options) (*JobGraph, error) {
 }
 
 func chainable(e *Edge, enabled bool) bool {
-	return enabled && e.Partitioner == network.Forward && !e.To.NoChain && !e.To.Source &&
+	return enabled && e.Partitioner == network.Forward && !e.To.NoChain && !e.To.Source && !e.From.Sink &&
 		e.From.Parallelism == e.To.Parallelism
 }
 

@@ -71,6 +71,7 @@ type Registry struct {
 func Builtin() *Registry {
 	r := &Registry{}
 	r.Add(NewWordCount)
+	r.Add(NewCounter)
 	return r
 }
 

@@ -180,7 +180,7 @@ func (w *WordCount) Build(env *weir.Environment, stdout io.Writer) error {
 		}
 	}).Name("Tokenize").UID(wordCountTokenizeUID)
 
-	counts := weir.ProcessEach(weir.KeyBy(words, func(word string) string { return word }),
+	counts := weir.ProcessEach(weir.KeyBy(words, func(word string) string { return word }).Stream(),
 		func() weir.ProcessFunction[string, WordCountRecord] { return &wordCounter{} }).
 		Name("Count").UID(wordCountCountUID).
 		WithCodec(codec.PairOf(codec.String(), codec.Int64()))

@@ -34,6 +34,10 @@ const (
 	EventBarrier
 	// EventCancelBarrier aborts checkpoint Event.ID downstream.
 	EventCancelBarrier
+	// EventWatermarkStatus says whether the producer is idle (Event.Idle):
+	// an idle producer's watermark is ignored downstream until it is active
+	// again.
+	EventWatermarkStatus
 )
 
 // String returns the event kind's name.
@@ -47,6 +51,8 @@ func (k EventKind) String() string {
 		return "Barrier"
 	case EventCancelBarrier:
 		return "CancelBarrier"
+	case EventWatermarkStatus:
+		return "WatermarkStatus"
 	}
 	return "Unknown"
 }
@@ -62,6 +68,8 @@ type Event struct {
 	// Priority events overtake buffers queued on their channel (unaligned
 	// checkpoint barriers).
 	Priority bool
+	// Idle is the status of EventWatermarkStatus.
+	Idle bool
 }
 
 // Buffer is one unit of transfer between subtasks. Data buffers come from a

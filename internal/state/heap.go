@@ -1,23 +1,285 @@
 package state
 
-import "errors"
+import (
+	"encoding/binary"
+	"fmt"
+	"maps"
+	"sync"
+	"sync/atomic"
+)
 
-// HeapBackend keeps state in Go maps. (Stub: being written.)
-type HeapBackend struct{ opts Options }
+// HeapBackend keeps typed state in Go maps (Flink's "hashmap" backend).
+//
+// # Layout
+//
+// Every registered state has one Go map per key group of the backend's
+// range. A map's key is the entry's (key, namespace) pair written as
+//
+//	uvarint(len(key)) | key | namespace
+//
+// which is unambiguous: the length prefix says where the key ends, and the
+// namespace is the rest. Values are stored typed, never serialized on
+// access:
+//
+//   - a value state stores one valueEntry (the value and its TTL timestamp),
+//   - a list state one listEntry: the elements and, with TTL, a parallel
+//     slice of per-element timestamps,
+//   - a map state one mapEntry holding an inner Go map from the user key to
+//     the value and its timestamp.
+//
+// Each entry also holds the map key as a string, so that rewriting an
+// existing entry reuses that string instead of converting the scratch key
+// again: lookups convert the scratch buffer with m[string(buf)], which does
+// not allocate, and only inserting a new (key, namespace) allocates.
+//
+// # Snapshots: copy-on-write per state and key group
+//
+// snapshot freezes the backend in O(states × key groups): it records the
+// current map of every state and key group in a heapSnapshot and starts a
+// new epoch. Every map (and every inner map of a map state) remembers the
+// epoch in which it was created or last copied. The first write in a later
+// epoch to a map that a live (unreleased) snapshot may still see copies the
+// map first, so later writes never change what the snapshot sees; once all
+// snapshots that could see a map are released, it is written in place
+// again. Inner maps of map states are copied the same way, on their first
+// write. The element slices of list states are shared between the live map
+// and snapshots: an append writes only past the end that a snapshot sees,
+// and every other change to a list (Update, removal of expired elements,
+// refreshing timestamps of a slice a snapshot may see) builds new slices.
+// A snapshot can therefore be read on another goroutine while the task
+// keeps writing; see heapSnapshot.
+//
+// # Values are stored by reference
+//
+// Values are kept as they are passed in, not copied: a value of a type that
+// holds references (a slice, map or pointer) is shared with the caller and
+// with snapshots. Callers must not modify a value after passing it to a
+// state nor a value a state returned (an AggregateFunction whose
+// accumulator is a pointer must return a new accumulator rather than modify
+// the one it is given), or the change shows in state and in checkpoints.
+// The Pebble backend, which stores encodings, does not share values.
+//
+// # Registration
+//
+// Registering a name again with the same kind and types returns a new handle
+// on the same stored state; handles have their own namespace. Registering
+// it with another kind, other types or another TTL configuration fails with
+// an error wrapping ErrIncompatibleState. The codec of the first
+// registration is kept.
+//
+// A HeapBackend is not safe for concurrent use, except for the snapshots it
+// hands out. Its state methods never return an error.
+type HeapBackend struct {
+	opts       Options
+	start, end int
 
-var errTODO = errors.New("state: not implemented yet")
+	key    []byte
+	kg     int
+	kgi    int    // kg - start: index into the per-key-group tables
+	keyVer uint64 // bumped by every SetCurrentKey; handles rebuild their lookup key when it changes
 
-// NewHeapBackend returns an empty heap backend.
-func NewHeapBackend(opts Options) *HeapBackend { return &HeapBackend{opts: opts} }
+	states []heapState
+	byName map[string]heapState
 
-func (b *HeapBackend) SetCurrentKey(key []byte, keyGroup int)                    {}
-func (b *HeapBackend) CurrentKey() []byte                                        { return nil }
-func (b *HeapBackend) CurrentKeyGroup() int                                      { return 0 }
-func (b *HeapBackend) KeyGroupRange() (int, int)                                 { return b.opts.KeyGroupStart, b.opts.KeyGroupEnd }
-func (b *HeapBackend) CleanupExpired(budget int) (int, error)                    { return 0, errTODO }
-func (b *HeapBackend) Close() error                                              { return nil }
-func newHeapValue[T any](b *HeapBackend, d ValueDescriptor[T]) (Value[T], error) { return nil, errTODO }
-func newHeapList[T any](b *HeapBackend, d ListDescriptor[T]) (List[T], error)    { return nil, errTODO }
-func newHeapMap[K comparable, V any](b *HeapBackend, d MapDescriptor[K, V]) (Map[K, V], error) {
-	return nil, errTODO
+	// epoch counts snapshots: snapshot n freezes epoch n and starts epoch
+	// n+1. A map created or copied in epoch e may be seen by every snapshot
+	// of version >= e (see shared).
+	epoch uint64
+	// snapMu guards live, the versions of unreleased snapshots, which
+	// release may change from any goroutine. maxLive is the largest of them
+	// (0 if none): the only value the task reads on writes.
+	snapMu  sync.Mutex
+	live    []uint64
+	maxLive atomic.Uint64
+
+	cleanup cleanupCursor
+}
+
+var _ Backend = (*HeapBackend)(nil)
+
+// NewHeapBackend returns an empty heap backend for the key groups
+// opts.KeyGroupStart to opts.KeyGroupEnd. It panics if that range is empty,
+// negative, or (when opts.MaxParallelism is set) not below
+// opts.MaxParallelism. opts.Dir is not used.
+func NewHeapBackend(opts Options) *HeapBackend {
+	s, e := opts.KeyGroupStart, opts.KeyGroupEnd
+	if s < 0 || e < s || (opts.MaxParallelism > 0 && e >= opts.MaxParallelism) {
+		panic(fmt.Sprintf("state: invalid key-group range [%d, %d] for max parallelism %d", s, e, opts.MaxParallelism))
+	}
+	b := &HeapBackend{
+		opts:   opts,
+		start:  s,
+		end:    e,
+		kg:     s,
+		keyVer: 1,
+		byName: make(map[string]heapState),
+		epoch:  1,
+	}
+	b.cleanup.kg = -1
+	return b
+}
+
+// SetCurrentKey selects the key that state accesses apply to. It panics if
+// keyGroup is outside the backend's range, a bug in the caller.
+func (b *HeapBackend) SetCurrentKey(key []byte, keyGroup int) {
+	if keyGroup < b.start || keyGroup > b.end {
+		b.keyGroupOutOfRange(keyGroup)
+	}
+	b.key = key
+	b.kg = keyGroup
+	b.kgi = keyGroup - b.start
+	b.keyVer++
+}
+
+func (b *HeapBackend) keyGroupOutOfRange(kg int) {
+	panic(fmt.Sprintf("state: SetCurrentKey with key group %d outside the backend's range [%d, %d]", kg, b.start, b.end))
+}
+
+// CurrentKey returns the key set by SetCurrentKey.
+func (b *HeapBackend) CurrentKey() []byte { return b.key }
+
+// CurrentKeyGroup returns the key group set by SetCurrentKey.
+func (b *HeapBackend) CurrentKeyGroup() int { return b.kg }
+
+// KeyGroupRange returns the inclusive range of key groups stored here.
+func (b *HeapBackend) KeyGroupRange() (start, end int) { return b.start, b.end }
+
+// Close drops the backend's state. Snapshots already taken stay readable.
+func (b *HeapBackend) Close() error {
+	b.states = nil
+	b.byName = nil
+	b.cleanup = cleanupCursor{kg: -1}
+	return nil
+}
+
+func (b *HeapBackend) now() int64 { return b.opts.now() }
+
+func (b *HeapBackend) numKeyGroups() int { return b.end - b.start + 1 }
+
+// shared reports whether a map or slice created or copied in epoch ver may
+// be seen by a live snapshot, so that it must not be modified in place.
+func (b *HeapBackend) shared(ver uint64) bool { return ver <= b.maxLive.Load() }
+
+// heapState is a registered state's storage, whatever its kind.
+type heapState interface {
+	// describe names the kind and types, for errors.
+	describe() string
+	ttlConfig() TTLConfig
+	// freeze returns a view of the state's current maps for a snapshot.
+	freeze() frozenState
+	// appendKeys appends the map keys of key-group index i.
+	appendKeys(i int, dst []string) []string
+	// cleanupKey removes the expired parts of the entry at map key k of
+	// key-group index i, if it still exists, and returns how many
+	// values, list elements or map entries it removed.
+	cleanupKey(i int, k string, now int64) int
+}
+
+// register returns the state registered as name, or registers the one
+// create returns; describe is what describe would return for it.
+func register[S heapState](b *HeapBackend, name string, ttl TTLConfig, describe string, create func() S) (S, error) {
+	var zero S
+	if old, ok := b.byName[name]; ok {
+		s, ok := old.(S)
+		if !ok {
+			return zero, fmt.Errorf("%w: state %q is a %s, not a %s", ErrIncompatibleState, name, old.describe(), describe)
+		}
+		if s.ttlConfig() != ttl {
+			return zero, fmt.Errorf("%w: state %q was registered with TTL %+v, now with %+v", ErrIncompatibleState, name, s.ttlConfig(), ttl)
+		}
+		return s, nil
+	}
+	if b.byName == nil {
+		return zero, fmt.Errorf("state %q: backend is closed", name)
+	}
+	s := create()
+	b.byName[name] = s
+	b.states = append(b.states, s)
+	return s, nil
+}
+
+// table is the map of one state and key group, with the epoch in which the
+// map was created or last copied.
+type table[E any] struct {
+	m   map[string]E
+	ver uint64
+}
+
+// writable returns the map to write to: t's map, first created, or copied
+// if a live snapshot may see it.
+func (t *table[E]) writable(b *HeapBackend) map[string]E {
+	if t.ver == b.epoch {
+		return t.m
+	}
+	return t.own(b)
+}
+
+func (t *table[E]) own(b *HeapBackend) map[string]E {
+	switch {
+	case t.m == nil:
+		t.m = make(map[string]E)
+	case b.shared(t.ver):
+		t.m = maps.Clone(t.m)
+	}
+	t.ver = b.epoch
+	return t.m
+}
+
+func appendTableKeys[E any](t *table[E], dst []string) []string {
+	for k := range t.m {
+		dst = append(dst, k)
+	}
+	return dst
+}
+
+// nsKey is a handle's namespace and its lookup key for the backend's
+// current key, rebuilt when either changes.
+type nsKey struct {
+	b   *HeapBackend
+	ns  []byte
+	buf []byte // uvarint(len(key)) | key | ns
+	ver uint64 // b.keyVer that buf was built for; 0 after SetNamespace
+}
+
+// SetNamespace selects the namespace; nil and empty are the same.
+func (k *nsKey) SetNamespace(ns []byte) {
+	k.ns = append(k.ns[:0], ns...)
+	k.ver = 0
+}
+
+// key returns the map key of the current key and namespace, in a buffer
+// reused by the next call.
+func (k *nsKey) key() []byte {
+	if k.ver != k.b.keyVer {
+		k.build()
+	}
+	return k.buf
+}
+
+func (k *nsKey) build() {
+	key := k.b.key
+	buf := binary.AppendUvarint(k.buf[:0], uint64(len(key)))
+	buf = append(buf, key...)
+	k.buf = append(buf, k.ns...)
+	k.ver = k.b.keyVer
+}
+
+// splitMapKey splits a map key into the entry's key and namespace.
+func splitMapKey(mk string) (key, ns string) {
+	n, w := uvarintString(mk)
+	return mk[w : w+int(n)], mk[w+int(n):]
+}
+
+func uvarintString(s string) (uint64, int) {
+	var x uint64
+	var shift uint
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if c < 0x80 {
+			return x | uint64(c)<<shift, i + 1
+		}
+		x |= uint64(c&0x7f) << shift
+		shift += 7
+	}
+	panic("state: corrupt heap map key")
 }

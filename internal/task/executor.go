@@ -5,10 +5,13 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"path/filepath"
 	"sync"
 	"time"
 
+	"github.com/weirstream/weir/internal/clock"
 	"github.com/weirstream/weir/internal/graph"
+	"github.com/weirstream/weir/internal/keygroup"
 	"github.com/weirstream/weir/internal/network"
 )
 
@@ -30,8 +33,14 @@ type Options struct {
 	BufferTimeout time.Duration
 	// Logger receives the runtime's logs; default slog.Default().
 	Logger *slog.Logger
-	// Clock tells time for buffer timeouts; default the system clock.
-	Clock Clock
+	// Clock tells processing time; default the system clock.
+	Clock clock.Clock
+	// AutoWatermarkInterval is how often watermark assigners emit; default
+	// 200ms.
+	AutoWatermarkInterval time.Duration
+	// StateDir is the root of local working directories for operator state
+	// (Pebble); default "weir-data/state".
+	StateDir string
 }
 
 // Defaults of Options.
@@ -61,7 +70,13 @@ func (o *Options) ensureDefaults() {
 		o.Logger = slog.Default()
 	}
 	if o.Clock == nil {
-		o.Clock = systemClock{}
+		o.Clock = clock.Real()
+	}
+	if o.AutoWatermarkInterval <= 0 {
+		o.AutoWatermarkInterval = 200 * time.Millisecond
+	}
+	if o.StateDir == "" {
+		o.StateDir = filepath.Join("weir-data", "state")
 	}
 }
 
@@ -114,66 +129,82 @@ func Deploy(ctx context.Context, jg *graph.JobGraph, opts Options) (*Job, error)
 }
 
 func (j *Job) buildTask(v *graph.Vertex, index int, gates map[*graph.Vertex][]*network.InputGate, offsets map[*graph.Edge]int) (*task, error) {
+	n := len(v.Nodes)
 	t := &task{
 		name:          fmt.Sprintf("%s (%d/%d)", v.Name(), index+1, v.Parallelism),
 		index:         index,
-		tracker:       &Tracker{},
+		tracker:       &Tracker{Timestamp: NoTimestamp},
 		bufferTimeout: j.opts.BufferTimeout,
 		clock:         j.opts.Clock,
-		ops:           make([]Operator, len(v.Nodes)),
-		ctxs:          make([]*OpContext, len(v.Nodes)),
+		ops:           make([]Operator, n),
+		ctxs:          make([]*OpContext, n),
+		children:      make([][]int, n),
+		parts:         make([][]*network.ResultPartition, n),
 	}
-	pos := make(map[*graph.Node]int, len(v.Nodes))
-	for i, n := range v.Nodes {
-		pos[n] = i
+	pos := make(map[*graph.Node]int, n)
+	for i, node := range v.Nodes {
+		pos[node] = i
 	}
-	inputs := make(map[*graph.Node]any, len(v.Nodes))
+	inputs := make(map[*graph.Node]any, n)
 	// Build tail first: a node's consumers must exist before it does.
-	for i := len(v.Nodes) - 1; i >= 0; i-- {
-		n := v.Nodes[i]
-		impl, ok := n.Impl.(NodeImpl)
+	for i := n - 1; i >= 0; i-- {
+		node := v.Nodes[i]
+		impl, ok := node.Impl.(NodeImpl)
 		if !ok {
-			return nil, fmt.Errorf("operator %q has no runtime implementation", n.Name)
+			return nil, fmt.Errorf("operator %q has no runtime implementation", node.Name)
 		}
-		var outs []any
-		for _, e := range n.Outputs {
+		perOutput := make([][]any, impl.NumOutputs())
+		for _, e := range node.Outputs {
+			if e.Output >= len(perOutput) {
+				return nil, fmt.Errorf("operator %q has no output %d", node.Name, e.Output)
+			}
 			if in, chained := inputs[e.To]; chained && j.graph.VertexOf[e.To] == v {
-				outs = append(outs, in)
+				perOutput[e.Output] = append(perOutput[e.Output], in)
+				t.children[i] = append(t.children[i], pos[e.To])
 				continue
 			}
-			out, rp, err := j.networkOutput(impl, e, index, gates, offsets)
+			out, rp, err := j.networkOutput(impl.Output(e.Output), e, index, t.tracker, gates, offsets)
 			if err != nil {
 				return nil, err
 			}
 			t.partitions = append(t.partitions, rp)
-			outs = append(outs, out)
+			t.parts[i] = append(t.parts[i], rp)
+			perOutput[e.Output] = append(perOutput[e.Output], out)
 		}
-		var out any
-		switch {
-		case n.Sink:
-		case len(outs) == 1:
-			out = outs[0]
-		default:
-			out = impl.Fanout(outs)
+		outs := make([]any, len(perOutput))
+		for k, o := range perOutput {
+			if len(o) == 1 {
+				outs[k] = o[0]
+			} else {
+				outs[k] = impl.Output(k).Fanout(o)
+			}
 		}
 		parent := i
-		if len(n.Inputs) == 1 {
-			if p, ok := pos[n.Inputs[0].From]; ok && j.graph.VertexOf[n.Inputs[0].From] == v {
+		keyed := false
+		for _, e := range node.Inputs {
+			keyed = keyed || e.Partitioner == network.Hash
+			if p, ok := pos[e.From]; ok && len(node.Inputs) == 1 && j.graph.VertexOf[e.From] == v {
 				parent = p
 			}
 		}
+		kgStart, kgEnd := keygroup.Range(index, node.MaxParallelism, node.Parallelism)
 		ctx := &OpContext{
-			Name: n.Name, UID: n.UID, Subtask: index, Parallelism: n.Parallelism,
-			MaxParallelism: n.MaxParallelism, JobName: j.opts.JobName,
-			Logger:  j.opts.Logger.With("operator", n.Name, "subtask", index),
+			Name: node.Name, UID: node.UID, Subtask: index, Parallelism: node.Parallelism,
+			MaxParallelism: node.MaxParallelism, JobName: j.opts.JobName,
+			Logger:  j.opts.Logger.With("operator", node.Name, "subtask", index),
 			Tracker: t.tracker, Index: i, Parent: parent,
+			KeyGroupStart: kgStart, KeyGroupEnd: kgEnd, Keyed: keyed,
+			AutoWatermarkInterval: j.opts.AutoWatermarkInterval,
+			StateDir:              filepath.Join(j.opts.StateDir, fmt.Sprintf("%s_%d", sanitize(node.UID), index)),
+			task:                  t,
 		}
-		b, err := impl.Build(ctx, out)
+		t.ctxs[i] = ctx
+		b, err := impl.Build(ctx, outs)
 		if err != nil {
-			return nil, fmt.Errorf("operator %q subtask %d: %w", n.Name, index, err)
+			return nil, fmt.Errorf("operator %q subtask %d: %w", node.Name, index, err)
 		}
-		t.ops[i], t.ctxs[i] = b.Op, ctx
-		inputs[n] = b.Input
+		t.ops[i] = b.Op
+		inputs[node] = b.Input
 	}
 	if src, ok := t.ops[0].(SourceDriver); ok && v.Head().Source {
 		t.source = src
@@ -182,7 +213,7 @@ func (j *Job) buildTask(v *graph.Vertex, index int, gates map[*graph.Vertex][]*n
 		t.gate = gs[index]
 		t.readers = make([]network.BufferReader, t.gate.NumChannels())
 		for _, e := range v.Inputs {
-			r, err := e.From.Impl.(NodeImpl).NewReader(inputs[e.To])
+			r, err := e.From.Impl.(NodeImpl).Output(e.Output).NewReader(inputs[e.To], e.Timestamped, t.tracker)
 			if err != nil {
 				return nil, fmt.Errorf("edge %q -> %q: %w", e.From.Name, e.To.Name, err)
 			}
@@ -193,10 +224,22 @@ func (j *Job) buildTask(v *graph.Vertex, index int, gates map[*graph.Vertex][]*n
 	} else if t.source == nil {
 		return nil, fmt.Errorf("vertex %q has neither a source nor an input", v.Name())
 	}
+	t.init()
 	return t, nil
 }
 
-func (j *Job) networkOutput(impl NodeImpl, e *graph.Edge, index int, gates map[*graph.Vertex][]*network.InputGate, offsets map[*graph.Edge]int) (any, *network.ResultPartition, error) {
+// sanitize keeps a uid usable as a file name.
+func sanitize(s string) string {
+	b := []byte(s)
+	for i, c := range b {
+		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '-' || c == '_' || c == '.') {
+			b[i] = '_'
+		}
+	}
+	return string(b)
+}
+
+func (j *Job) networkOutput(impl OutputImpl, e *graph.Edge, index int, tr *Tracker, gates map[*graph.Vertex][]*network.InputGate, offsets map[*graph.Edge]int) (any, *network.ResultPartition, error) {
 	consumers := gates[j.graph.VertexOf[e.To]]
 	targets := make([]network.Target, len(consumers))
 	for k, g := range consumers {
@@ -206,7 +249,8 @@ func (j *Job) networkOutput(impl NodeImpl, e *graph.Edge, index int, gates map[*
 	size = max(size, len(targets)+1) // one partial buffer per subpartition and one to send
 	rp := network.NewResultPartition(j.ctx, network.NewPool(size, j.opts.SegmentSize), targets)
 	out, err := impl.NetworkOutput(EdgeInfo{Partitioner: e.Partitioner, Impl: e.Impl,
-		Consumers: e.To.Parallelism, ConsumerMaxParallelism: e.To.MaxParallelism}, rp, index, e.From.Parallelism)
+		Consumers: e.To.Parallelism, ConsumerMaxParallelism: e.To.MaxParallelism,
+		Timestamped: e.Timestamped, Tracker: tr}, rp, index, e.From.Parallelism)
 	if err != nil {
 		return nil, nil, fmt.Errorf("edge %q -> %q: %w", e.From.Name, e.To.Name, err)
 	}

@@ -21,6 +21,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math"
 	"time"
 
 	"github.com/weirstream/weir/internal/network"
@@ -39,11 +40,18 @@ type Operator interface {
 	Close() error
 }
 
-// WatermarkHandler is implemented by operators that react to watermarks. The
-// task calls it head first; the watermark is forwarded to the task's outputs
-// after every chained operator handled it.
+// WatermarkHandler is implemented by operators that react to watermarks
+// (event-time timers, windows). An operator sees a watermark after every
+// record that preceded it and before it is forwarded to its consumers.
 type WatermarkHandler interface {
 	ProcessWatermark(wm int64) error
+}
+
+// WatermarkAssigner marks operators that generate the watermarks of their
+// output themselves (OpContext.EmitWatermark): watermarks from upstream stop
+// at them, except the final one (math.MaxInt64) at the end of input.
+type WatermarkAssigner interface {
+	AssignsWatermarks()
 }
 
 // ReadStatus is what a source read reports.
@@ -78,35 +86,60 @@ type Built struct {
 }
 
 // NodeImpl is what the API layer stores in graph.Node.Impl: it builds the
-// node's operator and the typed plumbing around its output type OUT.
+// node's operator and, for each of its outputs (0 is the main output, others
+// are side outputs, see graph.Edge.Output), the typed plumbing around the
+// output's record type.
 type NodeImpl interface {
-	// Build creates the operator of one subtask. out is a network.Output[OUT]
-	// as any (nil for sinks).
-	Build(ctx *OpContext, out any) (Built, error)
-	// Fanout returns a network.Output[OUT] that passes each record to every
-	// one of outs (each a network.Output[OUT]); with no outs it drops records.
-	Fanout(outs []any) any
-	// NetworkOutput returns a network.Output[OUT] that writes records to rp,
-	// routed by e's partitioner, for producer subtask index of producers.
-	NetworkOutput(e EdgeInfo, rp *network.ResultPartition, index, producers int) (any, error)
-	// NewReader returns a reader that decodes records of type OUT into in, a
-	// network.Output[OUT] as any.
-	NewReader(in any) (network.BufferReader, error)
+	// Build creates the operator of one subtask. outs[i] is output i's
+	// network.Output[T] as any: what every consumer of that output reads,
+	// or a dropping output if it has none. Sinks get no outputs.
+	Build(ctx *OpContext, outs []any) (Built, error)
+	// NumOutputs is the number of outputs (main and side).
+	NumOutputs() int
+	// Output returns the plumbing of output i.
+	Output(i int) OutputImpl
 }
 
-// EdgeInfo describes a network edge to NodeImpl.NetworkOutput.
+// OutputImpl builds the plumbing of one operator output with record type T.
+type OutputImpl interface {
+	// Fanout returns a network.Output[T] that passes each record to every
+	// one of outs (each a network.Output[T]); with no outs it drops records.
+	Fanout(outs []any) any
+	// NetworkOutput returns a network.Output[T] that writes records to rp,
+	// routed by e's partitioner, for producer subtask index of producers.
+	NetworkOutput(e EdgeInfo, rp *network.ResultPartition, index, producers int) (any, error)
+	// NewReader returns a reader that decodes records of type T into in, a
+	// network.Output[T] as any, for the consumer task whose tracker is tr.
+	NewReader(in any, timestamped bool, tr *Tracker) (network.BufferReader, error)
+}
+
+// EdgeInfo describes a network edge to OutputImpl.NetworkOutput.
 type EdgeInfo struct {
 	Partitioner network.Partitioner
 	// Impl is graph.Edge.Impl.
 	Impl any
 	// Consumers and ConsumerMaxParallelism describe the target operator.
 	Consumers, ConsumerMaxParallelism int
+	// Timestamped edges carry each record's timestamp (Tracker.Timestamp of
+	// the producer) in front of it.
+	Timestamped bool
+	// Tracker is the producing task's.
+	Tracker *Tracker
 }
 
-// Tracker records which chained operator is running, for error attribution.
+// NoTimestamp is Tracker.Timestamp for records without an event time.
+const NoTimestamp = math.MinInt64
+
+// Tracker is the per-task record context: which chained operator is
+// running, for error attribution, and the event timestamp of the record
+// being processed.
 type Tracker struct {
 	// Cur is the index of the running operator in the task's chain.
 	Cur int
+	// Timestamp is the event time (Unix ms) of the current record, or
+	// NoTimestamp. Operators that emit derived records leave it alone, so a
+	// derived record keeps its input's timestamp.
+	Timestamp int64
 	// Cur is written several times per record: keep each task's tracker on
 	// cache lines of its own, or parallel subtasks slow each other down.
 	_ [120]byte
@@ -123,7 +156,43 @@ type OpContext struct {
 	// Index is the operator's index in its task's chain; Parent is the index
 	// of the chained operator that feeds it (its own index for a head).
 	Index, Parent int
+	// KeyGroupStart and KeyGroupEnd are the inclusive key-group range the
+	// subtask owns.
+	KeyGroupStart, KeyGroupEnd int
+	// Keyed is set for operators whose input is partitioned by key.
+	Keyed bool
+	// AutoWatermarkInterval is how often watermark assigners emit.
+	AutoWatermarkInterval time.Duration
+	// StateDir is a local working directory for this operator subtask's
+	// state; it is not created.
+	StateDir string
+
+	task *task
 }
+
+// Now returns the task's processing time.
+func (c *OpContext) Now() time.Time { return c.task.clock.Now() }
+
+// Schedule runs fn on the task's goroutine once processing time reaches at.
+// An error from fn fails the task, attributed to this operator.
+func (c *OpContext) Schedule(at time.Time, fn func() error) {
+	c.task.schedule(at, c.Index, fn)
+}
+
+// EmitWatermark sends watermark wm downstream of this operator; only
+// WatermarkAssigner operators call it. Watermarks that do not advance are
+// dropped.
+func (c *OpContext) EmitWatermark(wm int64) error {
+	return c.task.emitWatermark(c.Index, wm)
+}
+
+// EmitIdle tells consumers downstream of this operator to ignore its
+// watermark until it emits again (idle) or to count it again (active).
+func (c *OpContext) EmitIdle(idle bool) { c.task.emitIdle(c.Index, idle) }
+
+// CurrentWatermark returns the last watermark the task received on its
+// inputs (math.MinInt64 before the first).
+func (c *OpContext) CurrentWatermark() int64 { return c.task.watermark }
 
 // Fail aborts the task with err attributed to this operator. It does not
 // return: it unwinds to the task, which closes the chain and reports an
@@ -174,12 +243,3 @@ func (e *PanicError) Unwrap() error {
 // ErrTaskCanceled is the cause a task reports when it stopped because the job
 // was canceled or another task failed.
 var ErrTaskCanceled = errors.New("task canceled")
-
-// Clock tells the time; tests inject their own.
-type Clock interface {
-	Now() time.Time
-}
-
-type systemClock struct{}
-
-func (systemClock) Now() time.Time { return time.Now() }

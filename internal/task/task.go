@@ -1,6 +1,7 @@
 package task
 
 import (
+	"container/heap"
 	"context"
 	"errors"
 	"fmt"
@@ -8,7 +9,9 @@ import (
 	"runtime/debug"
 	"time"
 
+	"github.com/weirstream/weir/internal/clock"
 	"github.com/weirstream/weir/internal/network"
+	"github.com/weirstream/weir/internal/watermark"
 )
 
 // task is one subtask: a chain of operators fed by a source or an input gate.
@@ -23,12 +26,39 @@ type task struct {
 	readers       []network.BufferReader // per gate channel
 	partitions    []*network.ResultPartition
 	bufferTimeout time.Duration
-	clock         Clock
+	clock         clock.Clock
 	lastFlush     time.Time
 
-	watermarks []int64 // per gate channel
-	ended      []bool  // per gate channel
-	watermark  int64   // last watermark forwarded
+	// Watermark routing along the chain: the chained consumers and the
+	// network partitions each operator feeds.
+	children  [][]int
+	parts     [][]*network.ResultPartition
+	assigner  []bool
+	opWM      []int64 // last watermark each operator forwarded
+	opIdle    []bool  // idle status each operator last forwarded
+	inputWM   *watermark.Combiner
+	inputIdle bool
+	watermark int64 // last watermark received on the inputs
+
+	timers scheduleHeap // processing-time callbacks
+	seq    int64
+}
+
+func (t *task) init() {
+	n := len(t.ops)
+	t.opWM = make([]int64, n)
+	for i := range t.opWM {
+		t.opWM[i] = math.MinInt64
+	}
+	t.opIdle = make([]bool, n)
+	t.assigner = make([]bool, n)
+	for i, op := range t.ops {
+		_, t.assigner[i] = op.(WatermarkAssigner)
+	}
+	t.watermark = math.MinInt64
+	for _, c := range t.ctxs {
+		c.task = t
+	}
 }
 
 // run executes the subtask to the end of its input, a failure or ctx's end.
@@ -56,15 +86,19 @@ func (t *task) run(ctx context.Context) (err error) {
 	}
 	t.lastFlush = t.clock.Now()
 	if t.source != nil {
-		err = t.runSource(ctx)
-	} else {
-		err = t.runInput(ctx)
-	}
-	if err != nil {
+		if err := t.runSource(ctx); err != nil {
+			return err
+		}
+		// A finished source ends event time: every timer fires.
+		if err := t.deliverWatermark(0, math.MaxInt64); err != nil {
+			return err
+		}
+	} else if err := t.runInput(ctx); err != nil {
 		return err
 	}
 	for i, op := range t.ops {
 		t.tracker.Cur = i
+		t.tracker.Timestamp = NoTimestamp
 		if err := op.EndInput(); err != nil {
 			return t.opError(i, fmt.Errorf("end of input: %w", err))
 		}
@@ -124,20 +158,26 @@ func (t *task) opError(i int, err error) error {
 	return &OperatorError{Operator: c.Name, UID: c.UID, Subtask: c.Subtask, Parallelism: c.Parallelism, Err: err}
 }
 
-func (t *task) flush() {
+func (t *task) flush(now time.Time) {
 	for _, rp := range t.partitions {
 		rp.Flush()
 	}
-	t.lastFlush = t.clock.Now()
+	t.lastFlush = now
 }
 
-// maybeFlush flushes partially filled buffers once the buffer timeout passed
-// since the last flush. It is called per input buffer or source batch, never
-// per record.
-func (t *task) maybeFlush() {
-	if t.bufferTimeout > 0 && t.clock.Now().Sub(t.lastFlush) >= t.bufferTimeout {
-		t.flush()
+// tick runs what is due at the current processing time: scheduled
+// callbacks, and the flush of partially filled buffers once the buffer
+// timeout passed. It is called per input buffer or source batch, never per
+// record.
+func (t *task) tick() error {
+	now := t.clock.Now()
+	if err := t.runDue(now); err != nil {
+		return err
 	}
+	if t.bufferTimeout > 0 && now.Sub(t.lastFlush) >= t.bufferTimeout {
+		t.flush(now)
+	}
+	return nil
 }
 
 // awaitOutputs blocks while an output has no free buffer, so that the task
@@ -151,15 +191,37 @@ func (t *task) awaitOutputs(ctx context.Context) error {
 	return nil
 }
 
+// wait blocks until ready fires, the next scheduled callback is due, or ctx
+// ends. With no ready channel it waits for backoff at most.
+func (t *task) wait(ctx context.Context, ready <-chan struct{}, backoff time.Duration) error {
+	d := backoff
+	if len(t.timers) > 0 {
+		due := t.timers[0].at.Sub(t.clock.Now())
+		if due <= 0 {
+			return nil
+		}
+		if d <= 0 || due < d {
+			d = due
+		}
+	}
+	var tc <-chan time.Time
+	if d > 0 {
+		tm := t.clock.NewTimer(d)
+		defer tm.Stop()
+		tc = tm.C()
+	}
+	select {
+	case <-ready:
+	case <-tc:
+	case <-ctx.Done():
+		return t.canceled(ctx)
+	}
+	return nil
+}
+
 const sourceIdleBackoff = time.Millisecond
 
 func (t *task) runSource(ctx context.Context) error {
-	var backoff *time.Timer
-	defer func() {
-		if backoff != nil {
-			backoff.Stop()
-		}
-	}()
 	for {
 		select {
 		case <-ctx.Done():
@@ -170,48 +232,29 @@ func (t *task) runSource(ctx context.Context) error {
 			return err
 		}
 		t.tracker.Cur = 0
+		t.tracker.Timestamp = NoTimestamp
 		st, err := t.source.Read()
 		if err != nil {
 			return t.opError(0, err)
+		}
+		if err := t.tick(); err != nil {
+			return err
 		}
 		switch st {
 		case EndOfInput:
 			return nil
 		case NothingAvailable:
-			t.flush()
-			ready := t.source.Ready()
-			if ready == nil {
-				if backoff == nil {
-					backoff = time.NewTimer(sourceIdleBackoff)
-				} else {
-					backoff.Reset(sourceIdleBackoff)
-				}
-				select {
-				case <-backoff.C:
-				case <-ctx.Done():
-					return t.canceled(ctx)
-				}
-				continue
+			t.flush(t.clock.Now())
+			if err := t.wait(ctx, t.source.Ready(), sourceIdleBackoff); err != nil {
+				return err
 			}
-			select {
-			case <-ready:
-			case <-ctx.Done():
-				return t.canceled(ctx)
-			}
-		default:
-			t.maybeFlush()
 		}
 	}
 }
 
 func (t *task) runInput(ctx context.Context) error {
 	n := t.gate.NumChannels()
-	t.watermarks = make([]int64, n)
-	for i := range t.watermarks {
-		t.watermarks[i] = math.MinInt64
-	}
-	t.watermark = math.MinInt64
-	t.ended = make([]bool, n)
+	t.inputWM = watermark.NewCombiner(n)
 	live := n
 	for live > 0 {
 		if err := t.awaitOutputs(ctx); err != nil {
@@ -219,27 +262,21 @@ func (t *task) runInput(ctx context.Context) error {
 		}
 		ch, b, ok := t.gate.Poll()
 		if !ok {
-			t.flush() // idle: hand on what we have
-			select {
-			case <-t.gate.Notify():
-			case <-ctx.Done():
-				return t.canceled(ctx)
+			t.flush(t.clock.Now()) // idle: hand on what we have
+			if err := t.wait(ctx, t.gate.Notify(), 0); err != nil {
+				return err
+			}
+			if err := t.tick(); err != nil {
+				return err
 			}
 			continue
 		}
 		if b.Kind == network.KindEvent {
-			switch b.Event.Kind {
-			case network.EventEndOfPartition:
-				t.ended[ch] = true
+			if b.Event.Kind == network.EventEndOfPartition {
 				live--
-				if err := t.advanceWatermark(); err != nil {
-					return err
-				}
-			case network.EventWatermark:
-				t.watermarks[ch] = max(t.watermarks[ch], b.Event.Timestamp)
-				if err := t.advanceWatermark(); err != nil {
-					return err
-				}
+			}
+			if err := t.handleEvent(ch, b.Event); err != nil {
+				return err
 			}
 			continue
 		}
@@ -248,34 +285,133 @@ func (t *task) runInput(ctx context.Context) error {
 			return t.opError(0, err)
 		}
 		t.gate.Release(ch, b)
-		t.maybeFlush()
+		if err := t.tick(); err != nil {
+			return err
+		}
 	}
 	return nil
 }
 
-// advanceWatermark forwards the minimum watermark over live channels when it
-// moved forward.
-func (t *task) advanceWatermark() error {
-	wm := int64(math.MaxInt64)
-	for ch, w := range t.watermarks {
-		if !t.ended[ch] {
-			wm = min(wm, w)
-		}
-	}
-	if wm == math.MaxInt64 || wm <= t.watermark {
+func (t *task) handleEvent(ch int, ev network.Event) error {
+	var wm int64
+	var advanced bool
+	switch ev.Kind {
+	case network.EventEndOfPartition:
+		wm, advanced = t.inputWM.End(ch)
+	case network.EventWatermark:
+		wm, advanced = t.inputWM.Update(ch, ev.Timestamp)
+	case network.EventWatermarkStatus:
+		wm, advanced = t.inputWM.SetIdle(ch, ev.Idle)
+	default:
 		return nil
 	}
-	t.watermark = wm
-	for i, op := range t.ops {
-		if h, ok := op.(WatermarkHandler); ok {
-			t.tracker.Cur = i
-			if err := h.ProcessWatermark(wm); err != nil {
-				return t.opError(i, err)
-			}
+	if advanced {
+		t.watermark = wm
+		if err := t.deliverWatermark(0, wm); err != nil {
+			return err
 		}
 	}
-	for _, rp := range t.partitions {
+	if idle := t.inputWM.AllIdle(); idle != t.inputIdle {
+		t.inputIdle = idle
+		t.forwardIdle(0, idle)
+	}
+	return nil
+}
+
+// deliverWatermark hands wm to operator i and, unless i generates its own
+// watermarks, on to everything downstream of it.
+func (t *task) deliverWatermark(i int, wm int64) error {
+	if t.assigner[i] && wm != math.MaxInt64 {
+		return nil
+	}
+	if h, ok := t.ops[i].(WatermarkHandler); ok {
+		t.tracker.Cur = i
+		if err := h.ProcessWatermark(wm); err != nil {
+			return t.opError(i, err)
+		}
+	}
+	return t.forwardWatermark(i, wm)
+}
+
+func (t *task) forwardWatermark(i int, wm int64) error {
+	if wm <= t.opWM[i] {
+		return nil
+	}
+	t.opWM[i] = wm
+	for _, c := range t.children[i] {
+		if err := t.deliverWatermark(c, wm); err != nil {
+			return err
+		}
+	}
+	for _, rp := range t.parts[i] {
 		rp.BroadcastEvent(network.Event{Kind: network.EventWatermark, Timestamp: wm})
 	}
 	return nil
+}
+
+func (t *task) emitWatermark(i int, wm int64) error {
+	if t.opIdle[i] {
+		t.forwardIdle(i, false)
+	}
+	return t.forwardWatermark(i, wm)
+}
+
+func (t *task) emitIdle(i int, idle bool) { t.forwardIdle(i, idle) }
+
+func (t *task) forwardIdle(i int, idle bool) {
+	if t.opIdle[i] == idle {
+		return
+	}
+	t.opIdle[i] = idle
+	for _, c := range t.children[i] {
+		if !t.assigner[c] {
+			t.forwardIdle(c, idle)
+		}
+	}
+	for _, rp := range t.parts[i] {
+		rp.BroadcastEvent(network.Event{Kind: network.EventWatermarkStatus, Idle: idle})
+	}
+}
+
+// schedule registers a processing-time callback of operator op.
+func (t *task) schedule(at time.Time, op int, fn func() error) {
+	t.seq++
+	heap.Push(&t.timers, scheduled{at: at, seq: t.seq, op: op, fn: fn})
+}
+
+func (t *task) runDue(now time.Time) error {
+	for len(t.timers) > 0 && !t.timers[0].at.After(now) {
+		s := heap.Pop(&t.timers).(scheduled)
+		t.tracker.Cur = s.op
+		t.tracker.Timestamp = NoTimestamp
+		if err := s.fn(); err != nil {
+			return t.opError(s.op, err)
+		}
+	}
+	return nil
+}
+
+type scheduled struct {
+	at  time.Time
+	seq int64
+	op  int
+	fn  func() error
+}
+
+type scheduleHeap []scheduled
+
+func (h scheduleHeap) Len() int { return len(h) }
+func (h scheduleHeap) Less(i, j int) bool {
+	if !h[i].at.Equal(h[j].at) {
+		return h[i].at.Before(h[j].at)
+	}
+	return h[i].seq < h[j].seq
+}
+func (h scheduleHeap) Swap(i, j int) { h[i], h[j] = h[j], h[i] }
+func (h *scheduleHeap) Push(x any)   { *h = append(*h, x.(scheduled)) }
+func (h *scheduleHeap) Pop() any {
+	old := *h
+	s := old[len(old)-1]
+	*h = old[:len(old)-1]
+	return s
 }

@@ -1,0 +1,151 @@
+package jobs
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"strconv"
+	"time"
+
+	"github.com/spf13/pflag"
+
+	"github.com/weirstream/weir"
+	"github.com/weirstream/weir/sink"
+)
+
+// Counter is weir's exactly-once probe: a parallel source emits the numbers
+// 0..records-1, a keyed operator keeps a running count per key (i mod
+// keys) in a ValueState, and every record produces the line "key,count".
+// Whatever the parallelism, backend, or (from the checkpoint issue on)
+// failures and restarts, a correct run writes for every key k exactly the
+// lines k,1 .. k,n_k, where n_k is the number of i < records with
+// i mod keys = k.
+type Counter struct {
+	records, keys int64
+	rate          float64
+	output        string
+}
+
+var _ Job = (*Counter)(nil)
+
+// NewCounter returns the counter job with default settings.
+func NewCounter() Job { return &Counter{records: 1_000_000, keys: 1000} }
+
+// Name implements Job.
+func (c *Counter) Name() string { return "counter" }
+
+// Description implements Job.
+func (c *Counter) Description() string {
+	return "Count records per key in keyed state and write every running count (the exactly-once probe)"
+}
+
+// LongDescription implements LongDescriber.
+func (c *Counter) LongDescription() string {
+	return `A parallel source emits i = 0..records-1 with key i mod keys (throttled to
+--rate records per second in total when above 0); a keyed operator keeps a
+running count per key in a ValueState; each record makes a line "key,count"
+written to the part files part-0, part-1, ... under --output (one per sink
+subtask). In a correct run every key k appears with the counts 1..n_k
+exactly once, n_k being the number of i with i mod keys = k.`
+}
+
+// RegisterFlags implements Job.
+func (c *Counter) RegisterFlags(fs *pflag.FlagSet) {
+	fs.Int64Var(&c.records, "records", c.records, "number of records to emit")
+	fs.Int64Var(&c.keys, "keys", c.keys, "number of distinct keys")
+	fs.Float64Var(&c.rate, "rate", 0, "records per second in total (0: as fast as possible)")
+	fs.StringVar(&c.output, "output", "", "`directory` to write the part files to (required)")
+}
+
+// Validate implements Job.
+func (c *Counter) Validate() error {
+	var errs []error
+	if c.records < 0 {
+		errs = append(errs, fmt.Errorf("--records %d: must not be negative", c.records))
+	}
+	if c.keys < 1 {
+		errs = append(errs, fmt.Errorf("--keys %d: must be at least 1", c.keys))
+	}
+	if c.rate < 0 {
+		errs = append(errs, fmt.Errorf("--rate %v: must not be negative", c.rate))
+	}
+	if c.output == "" {
+		errs = append(errs, errors.New("--output: a directory for the part files is required"))
+	}
+	return errors.Join(errs...)
+}
+
+// Build implements Job.
+func (c *Counter) Build(env *weir.Environment, _ io.Writer) error {
+	keys := c.keys
+	nums := weir.FromSource(env, numbers{count: c.records, rate: c.rate}).UID("counter-source")
+	counts := weir.KeyedProcess(weir.KeyBy(nums, func(i int64) int64 { return i % keys }),
+		func() weir.KeyedProcessFunction[int64, int64, string] { return &countPerKey{} }).
+		Name("Count").UID("counter-count")
+	weir.SinkTo(counts, sink.TextDir(c.output, func(s string) string { return s })).UID("counter-sink")
+	return nil
+}
+
+// countPerKey keeps a running count per key.
+type countPerKey struct {
+	count *weir.ValueState[int64]
+}
+
+func (c *countPerKey) Open(ctx *weir.KeyedContext[int64, string]) error {
+	var err error
+	c.count, err = weir.GetValueState(ctx, weir.ValueStateDescriptor[int64]{Name: "count"})
+	return err
+}
+
+func (c *countPerKey) ProcessElement(ctx *weir.KeyedContext[int64, string], _ int64) error {
+	n, _ := c.count.Value()
+	n++
+	c.count.Update(n)
+	ctx.Emit(strconv.FormatInt(ctx.CurrentKey(), 10) + "," + strconv.FormatInt(n, 10))
+	return nil
+}
+
+// numbers emits 0..count-1, split into contiguous ranges per subtask, at
+// most rate records per second in total when rate > 0.
+type numbers struct {
+	count int64
+	rate  float64
+}
+
+func (n numbers) Name() string { return fmt.Sprintf("Numbers(%d)", n.count) }
+
+func (n numbers) CreateReader(ctx weir.SourceContext) (weir.SourceReader[int64], error) {
+	p := int64(ctx.Parallelism)
+	lo, hi := n.count*int64(ctx.Subtask)/p, n.count*int64(ctx.Subtask+1)/p
+	return &numbersReader{next: lo, end: hi, rate: n.rate / float64(p), start: time.Now()}, nil
+}
+
+type numbersReader struct {
+	next, end int64
+	emitted   int64
+	rate      float64 // per subtask
+	start     time.Time
+}
+
+func (r *numbersReader) ReadBatch(out weir.Collector[int64]) (weir.ReadStatus, error) {
+	batch := int64(1024)
+	if r.rate > 0 {
+		allowed := int64(time.Since(r.start).Seconds()*r.rate) + 1 - r.emitted
+		if allowed <= 0 {
+			return weir.NothingAvailable, nil
+		}
+		batch = min(batch, allowed)
+	}
+	stop := min(r.next+batch, r.end)
+	for i := r.next; i < stop; i++ {
+		out.Collect(i)
+	}
+	r.emitted += stop - r.next
+	r.next = stop
+	if r.next >= r.end {
+		return weir.EndOfInput, nil
+	}
+	return weir.MoreAvailable, nil
+}
+
+func (r *numbersReader) Close() error { return nil }

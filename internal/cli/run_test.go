@@ -12,6 +12,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -295,4 +296,51 @@ func TestInterruptExits130(t *testing.T) {
 	}()
 	r := runWith(t, ctx, reg, "run", "forever", "-p", "2")
 	r.want(t, ExitInterrupted, `job "forever" interrupted`, "stopping the job")
+}
+
+// The exactly-once probe gives the same, correct output on both state
+// backends through the command line.
+func TestCounterIdenticalOnBothBackends(t *testing.T) {
+	dir := t.TempDir()
+	read := func(backend string) []string {
+		out := filepath.Join(dir, backend)
+		r := runCLI(t, "run", "counter", "--records", "200000", "--keys", "1000", "--parallelism", "4",
+			"--output", out, "--set", "state.backend.type="+backend,
+			"--set", "state.backend.local-dir="+filepath.Join(dir, "state"))
+		r.want(t, ExitOK)
+		parts, _ := filepath.Glob(filepath.Join(out, "part-*"))
+		var lines []string
+		for _, p := range parts {
+			data, err := os.ReadFile(p)
+			if err != nil {
+				t.Fatal(err)
+			}
+			lines = append(lines, strings.Split(strings.TrimSuffix(string(data), "\n"), "\n")...)
+		}
+		slices.Sort(lines)
+		return lines
+	}
+	heap, pebble := read("hashmap"), read("pebble")
+	if len(heap) != 200000 || !slices.Equal(heap, pebble) {
+		t.Fatalf("hashmap wrote %d lines, pebble %d; equal: %v", len(heap), len(pebble), slices.Equal(heap, pebble))
+	}
+	// Every key k gets the counts 1..200 exactly once.
+	counts := map[string]map[int]bool{}
+	for _, l := range heap {
+		k, c, _ := strings.Cut(l, ",")
+		n, err := strconv.Atoi(c)
+		if err != nil || n < 1 || n > 200 || counts[k][n] {
+			t.Fatalf("bad or repeated line %q", l)
+		}
+		if counts[k] == nil {
+			counts[k] = map[int]bool{}
+		}
+		counts[k][n] = true
+	}
+	if len(counts) != 1000 {
+		t.Fatalf("%d keys, want 1000", len(counts))
+	}
+	if entries, _ := os.ReadDir(filepath.Join(dir, "state")); len(entries) != 0 {
+		t.Fatalf("state directory not cleaned up: %v", entries)
+	}
 }

@@ -2,9 +2,11 @@ package task
 
 import (
 	"context"
+	"crypto/rand"
 	"errors"
 	"fmt"
 	"log/slog"
+	"os"
 	"path/filepath"
 	"sync"
 	"time"
@@ -83,11 +85,12 @@ func (o *Options) ensureDefaults() {
 // Job is a deployed job graph: every subtask built and wired, not yet
 // running.
 type Job struct {
-	graph *graph.JobGraph
-	tasks []*task
-	opts  Options
-	ctx   context.Context
-	stop  context.CancelCauseFunc
+	stateDir string
+	graph    *graph.JobGraph
+	tasks    []*task
+	opts     Options
+	ctx      context.Context
+	stop     context.CancelCauseFunc
 }
 
 // Deploy builds every subtask of jg and wires their network channels. ctx
@@ -96,6 +99,11 @@ func Deploy(ctx context.Context, jg *graph.JobGraph, opts Options) (*Job, error)
 	opts.ensureDefaults()
 	jctx, stop := context.WithCancelCause(ctx)
 	j := &Job{graph: jg, opts: opts, ctx: jctx, stop: stop}
+	// Each run gets its own state directory, so concurrent runs of a job do
+	// not collide; Run deletes it at the end.
+	var suffix [6]byte
+	_, _ = rand.Read(suffix[:])
+	j.stateDir = filepath.Join(opts.StateDir, fmt.Sprintf("%s-%x", sanitize(opts.JobName), suffix))
 
 	// Input gates first: one per consumer subtask, channel offsets per edge.
 	gates := make(map[*graph.Vertex][]*network.InputGate)
@@ -195,7 +203,7 @@ func (j *Job) buildTask(v *graph.Vertex, index int, gates map[*graph.Vertex][]*n
 			Tracker: t.tracker, Index: i, Parent: parent,
 			KeyGroupStart: kgStart, KeyGroupEnd: kgEnd, Keyed: keyed,
 			AutoWatermarkInterval: j.opts.AutoWatermarkInterval,
-			StateDir:              filepath.Join(j.opts.StateDir, fmt.Sprintf("%s_%d", sanitize(node.UID), index)),
+			StateDir:              filepath.Join(j.stateDir, fmt.Sprintf("%s_%d", sanitize(node.UID), index)),
 			task:                  t,
 		}
 		t.ctxs[i] = ctx
@@ -263,6 +271,11 @@ func (j *Job) networkOutput(impl OutputImpl, e *graph.Edge, index int, tr *Track
 // when Run does.
 func (j *Job) Run() error {
 	defer j.stop(nil)
+	defer func() {
+		if err := os.RemoveAll(j.stateDir); err != nil {
+			j.opts.Logger.Warn("could not delete the job's state directory", "dir", j.stateDir, "err", err)
+		}
+	}()
 	var (
 		wg       sync.WaitGroup
 		mu       sync.Mutex

@@ -21,7 +21,11 @@ type SourceContext struct {
 	// Operator is the source operator's name.
 	Operator string
 	Logger   *slog.Logger
+
+	state *operatorState
 }
+
+func (c SourceContext) operatorState() *operatorState { return c.state }
 
 // ReadStatus is what a source reader reports after a batch.
 type ReadStatus = task.ReadStatus
@@ -66,7 +70,11 @@ type SinkContext struct {
 	Subtask, Parallelism int
 	Operator             string
 	Logger               *slog.Logger
+
+	state *operatorState
 }
+
+func (c SinkContext) operatorState() *operatorState { return c.state }
 
 // SinkWriter writes the records of one subtask. Its methods are called from
 // the subtask's goroutine only.

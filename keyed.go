@@ -4,7 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"math"
 	"reflect"
 	"time"
 
@@ -115,7 +114,7 @@ func KeyedProcess[K, IN, OUT any](ks *KeyedStream[K, IN], newFn func() KeyedProc
 		}
 		op := &keyedProcessOp[K, IN, OUT]{opBase: newOpBase(ctx), fn: fn, ks: ks}
 		op.rt = newKeyedRuntime(ctx, env.opts, ks.keyCodec)
-		op.kctx = &KeyedContext[K, OUT]{rt: op.rt, out: out}
+		op.kctx = &KeyedContext[K, OUT]{rt: op.rt, out: out, ops: op.opState}
 		op.rt.onTimer = op.onTimer
 		return task.Built{Op: op, Input: network.Output[IN](op)}, nil
 	}))
@@ -297,7 +296,10 @@ type KeyedContext[K, OUT any] struct {
 	rt  *keyedRuntime
 	out network.Output[OUT]
 	key K
+	ops *operatorState
 }
+
+func (c *KeyedContext[K, OUT]) operatorState() *operatorState { return c.ops }
 
 // Emit sends v downstream, with the current record's (or timer's)
 // timestamp.
@@ -353,5 +355,3 @@ func (c *KeyedContext[K, OUT]) Parallelism() int { return c.rt.op.Parallelism }
 func (c *KeyedContext[K, OUT]) Logger() *slog.Logger { return c.rt.op.Logger }
 
 func (c *KeyedContext[K, OUT]) keyed() *keyedRuntime { return c.rt }
-
-var _ = math.MinInt64

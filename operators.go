@@ -6,15 +6,18 @@ import (
 	"github.com/weirstream/weir/internal/task"
 )
 
-// opBase holds what every operator needs for error attribution.
+// opBase holds what every operator needs: error attribution and its
+// operator state.
 type opBase struct {
 	ctx        *task.OpContext
 	tr         *task.Tracker
 	id, parent int
+	opState    *operatorState
 }
 
 func newOpBase(ctx *task.OpContext) opBase {
-	return opBase{ctx: ctx, tr: ctx.Tracker, id: ctx.Index, parent: ctx.Parent}
+	return opBase{ctx: ctx, tr: ctx.Tracker, id: ctx.Index, parent: ctx.Parent,
+		opState: newOperatorState(func(err error) { ctx.Fail(err) })}
 }
 
 func (opBase) Open() error     { return nil }
@@ -45,7 +48,7 @@ type sourceOp[T any] struct {
 
 func (s *sourceOp[T]) Open() error {
 	r, err := s.src.CreateReader(SourceContext{Subtask: s.ctx.Subtask, Parallelism: s.ctx.Parallelism,
-		Operator: s.ctx.Name, Logger: s.ctx.Logger})
+		Operator: s.ctx.Name, Logger: s.ctx.Logger, state: s.opState})
 	s.reader = r
 	return err
 }
@@ -151,7 +154,7 @@ type sinkOp[T any] struct {
 
 func (s *sinkOp[T]) Open() error {
 	w, err := s.sink.CreateWriter(SinkContext{Subtask: s.ctx.Subtask, Parallelism: s.ctx.Parallelism,
-		Operator: s.ctx.Name, Logger: s.ctx.Logger})
+		Operator: s.ctx.Name, Logger: s.ctx.Logger, state: s.opState})
 	s.writer = w
 	return err
 }

@@ -46,7 +46,10 @@ type Closer interface {
 type Context[OUT any] struct {
 	op  *task.OpContext
 	out network.Output[OUT]
+	ops *operatorState
 }
+
+func (c *Context[OUT]) operatorState() *operatorState { return c.ops }
 
 // Emit sends v downstream.
 func (c *Context[OUT]) Emit(v OUT) { c.out.Collect(v) }
@@ -81,7 +84,8 @@ func ProcessEach[IN, OUT any](s *DataStream[IN], newFn func() ProcessFunction[IN
 		if fn == nil {
 			return task.Built{}, fmt.Errorf("ProcessEach: the function factory returned nil")
 		}
-		op := &processOp[IN, OUT]{opBase: newOpBase(ctx), fn: fn, pctx: &Context[OUT]{op: ctx, out: out}}
+		op := &processOp[IN, OUT]{opBase: newOpBase(ctx), fn: fn}
+		op.pctx = &Context[OUT]{op: ctx, out: out, ops: op.opState}
 		return task.Built{Op: op, Input: network.Output[IN](op)}, nil
 	}))
 }

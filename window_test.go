@@ -324,3 +324,55 @@ func TestTumblingProcessingTimeWindows(t *testing.T) {
 		t.Fatalf("got %v", g)
 	}
 }
+
+// oneActiveSubtask: subtask 0 steps through its events and then holds;
+// every other subtask never has a record.
+type oneActiveSubtask struct {
+	events []ev
+	clk    *clock.Manual
+}
+
+func (s oneActiveSubtask) CreateReader(ctx SourceContext) (SourceReader[ev], error) {
+	if ctx.Subtask != 0 {
+		return &idleReader{}, nil
+	}
+	return &holdingReader{steppedReader{s: steppedEvents{events: s.events, clk: s.clk, step: 2 * time.Millisecond}}}, nil
+}
+
+type holdingReader struct{ steppedReader }
+
+func (r *holdingReader) ReadBatch(out Collector[ev]) (ReadStatus, error) {
+	if st, err := r.steppedReader.ReadBatch(out); st != EndOfInput || err != nil {
+		return st, err
+	}
+	return NothingAvailable, nil
+}
+
+// A source subtask without records would hold event time back forever;
+// with idleness it is marked idle and windows fire on the other subtask's
+// watermarks while the job runs.
+func TestIdleSourceSubtaskDoesNotHoldBackWindows(t *testing.T) {
+	clk := clock.NewManual(time.UnixMilli(0))
+	env := testEnv(t, BackendHashMap, clk)
+	events := []ev{{"a", 1, 1}, {"a", 5, 2}, {"a", 12, 4}, {"a", 25, 8}}
+	src := FromSource(env, oneActiveSubtask{events: events, clk: clk}).SetParallelism(2).WithCodec(evCodec)
+	withTS := AssignTimestampsAndWatermarks(src, MonotonousTimestamps(func(e ev) int64 { return e.TS }).WithIdleness(5*time.Millisecond)).
+		SetParallelism(2)
+	w := Window(KeyBy(withTS, func(e ev) string { return e.Key }), TumblingEventTimeWindows(10*time.Millisecond))
+	sums := ReduceWindows(w, func(a, b ev) ev { return ev{a.Key, 0, a.Val + b.Val} },
+		func(k string, win TimeWindow, e ev) string { return fmt.Sprintf("%s[%d]=%d", k, win.Start, e.Val) })
+	got := &gathered[string]{}
+	SinkTo(sums, got)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- env.Execute(ctx, "idleness") }()
+	deadline := time.Now().Add(10 * time.Second)
+	for len(got.strings()) < 2 && time.Now().Before(deadline) {
+		time.Sleep(time.Millisecond)
+	}
+	cancel()
+	<-done
+	if g := got.strings(); !slices.Equal(g, []string{"a[0]=3", "a[10]=4"}) {
+		t.Fatalf("got %v; the idle subtask held the watermark back", g)
+	}
+}

@@ -367,11 +367,17 @@ func testList(t *testing.T, nb NewBackend) {
 	must(t, l.AddAll([]string{}))
 	wantList(t, l, []string{"a", "b", "c", "d"})
 
-	// Appending to what Get returned must not change the state.
-	got := must1[[]string](t)(l.Get())
-	_ = append(got, "x")
+	// Appending to what Get returned must not change the state, nor may
+	// later writes change what the caller appended.
 	must(t, l.Add("e"))
-	wantList(t, l, []string{"a", "b", "c", "d", "e"})
+	got := must1[[]string](t)(l.Get())
+	mine := append(got, "x")
+	must(t, l.Add("f"))
+	wantList(t, l, []string{"a", "b", "c", "d", "e", "f"})
+	if mine[len(mine)-1] != "x" {
+		t.Fatalf("an Add changed the slice the caller appended to Get's result: %v", mine)
+	}
+	must(t, l.Update([]string{"a", "b", "c", "d", "e"}))
 
 	// Update copies: changing the argument afterwards changes nothing.
 	upd := []string{"x", "y"}

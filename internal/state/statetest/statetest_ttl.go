@@ -355,6 +355,14 @@ func testTTLMap(t *testing.T, nb NewBackend) {
 	if empty, err := m.IsEmpty(); !empty || err != nil {
 		t.Fatalf("IsEmpty() after all expired = %v, %v", empty, err)
 	}
+
+	// An entry lives until exactly TTL after its write.
+	e.Key("edge")
+	must(t, m.Put("a", 1))
+	e.Clock.Advance(ttlDur - time.Millisecond)
+	wantMap(t, m, map[string]int64{"a": 1})
+	e.Clock.Advance(time.Millisecond)
+	wantMap(t, m, map[string]int64{})
 }
 
 func testTTLMapReturnExpired(t *testing.T, nb NewBackend) {

@@ -336,12 +336,23 @@ func (s oneActiveSubtask) CreateReader(ctx SourceContext) (SourceReader[ev], err
 	if ctx.Subtask != 0 {
 		return &idleReader{}, nil
 	}
-	return &holdingReader{steppedReader{s: steppedEvents{events: s.events, clk: s.clk, step: 2 * time.Millisecond}}}, nil
+	return &holdingReader{steppedReader: steppedReader{s: steppedEvents{events: s.events, clk: s.clk, step: 2 * time.Millisecond}}}, nil
 }
 
-type holdingReader struct{ steppedReader }
+type holdingReader struct {
+	steppedReader
+	started bool
+}
 
 func (r *holdingReader) ReadBatch(out Collector[ev]) (ReadStatus, error) {
+	if !r.started {
+		// Let the idle subtask open and wait on the clock first, so that it
+		// sees the clock move.
+		for deadline := time.Now().Add(5 * time.Second); r.s.clk.Waiters() < 1 && time.Now().Before(deadline); {
+			time.Sleep(time.Millisecond)
+		}
+		r.started = true
+	}
 	if st, err := r.steppedReader.ReadBatch(out); st != EndOfInput || err != nil {
 		return st, err
 	}

@@ -177,3 +177,22 @@ func BenchmarkPebbleBareSet(bb *testing.B) {
 		}
 	})
 }
+
+// BenchmarkPebbleBareGet is the floor for the read benchmarks: db.Get of
+// value-state keys built beforehand, copying nothing, on the database of
+// BenchmarkPebbleValueGet.
+func BenchmarkPebbleBareGet(bb *testing.B) {
+	b, keys, _ := newPebbleBenchValue(bb)
+	dbKeys := make([][]byte, pebbleBenchKeyCount)
+	for i := range dbKeys {
+		keys.set(b, i)
+		dbKeys[i] = b.appendPrefix(nil, 1, nil)
+	}
+	pebbleBenchLoop(bb, func(i int) {
+		_, closer, err := b.db.Get(dbKeys[i%pebbleBenchKeyCount])
+		if err != nil {
+			bb.Fatal(err)
+		}
+		_ = closer.Close()
+	})
+}

@@ -213,6 +213,24 @@ func TestPebbleConcatMergerIsAssociative(t *testing.T) {
 	if got := finish(m); string(got) != "wxy" {
 		t.Errorf("merge = %q, want %q", got, "wxy")
 	}
+
+	// Closing a result twice pools its merger once.
+	m, err = pebbleConcatMerger.Merge(nil, []byte("a"))
+	pebbleMust(t, err)
+	_, closer, err := m.Finish(true)
+	pebbleMust(t, err)
+	pebbleMust(t, closer.Close())
+	pebbleMust(t, closer.Close())
+	m2, err := pebbleConcatMerger.Merge(nil, []byte("b"))
+	pebbleMust(t, err)
+	m3, err := pebbleConcatMerger.Merge(nil, []byte("c"))
+	pebbleMust(t, err)
+	if m2 == m3 {
+		t.Fatal("two merges share a merger")
+	}
+	if got, want := string(finish(m2))+string(finish(m3)), "bc"; got != want {
+		t.Errorf("merges = %q, want %q", got, want)
+	}
 }
 
 // A list built from Update and Adds reads back the same from the memtable,

@@ -23,6 +23,7 @@ var pebbleConcatMerger = &pebble.Merger{
 	Name: pebbleConcatMergerName,
 	Merge: func(key, value []byte) (pebble.ValueMerger, error) {
 		m := pebbleMergerPool.Get().(*pebbleConcatValueMerger)
+		m.pooled = false
 		m.add(value)
 		return m, nil
 	},
@@ -53,6 +54,7 @@ type pebbleConcatValueMerger struct {
 	ends    []int  // ends[i] is the end offset in buf of the i-th operand received
 	endsBuf [4]int
 	older   bool // operands arrived newest first
+	pooled  bool // in the pool: a second Close must not put it there again
 }
 
 var (
@@ -99,10 +101,13 @@ func (m *pebbleConcatValueMerger) Finish(includesBase bool) ([]byte, io.Closer, 
 
 // Close returns the merger to the pool once Pebble is done with its result.
 func (m *pebbleConcatValueMerger) Close() error {
+	if m.pooled {
+		return nil
+	}
 	if cap(m.buf) > pebbleMergerMaxPooled || cap(m.out) > pebbleMergerMaxPooled || cap(m.ends) > len(m.endsBuf)*64 {
 		return nil // let the GC have big buffers
 	}
-	m.buf, m.out, m.ends, m.older = m.buf[:0], m.out[:0], m.ends[:0], false
+	m.buf, m.out, m.ends, m.older, m.pooled = m.buf[:0], m.out[:0], m.ends[:0], false, true
 	pebbleMergerPool.Put(m)
 	return nil
 }

@@ -1,8 +1,7 @@
 package state
 
-// cleanupCursor is where CleanupExpired resumes: a state, a key group of
-// the backend's range (as an index from its start), and the keys of that
-// state's map for that key group that are still to be examined.
+// cleanupCursor is where CleanupExpired resumes: a state, one of its
+// tables, and the keys of that table's map that are still to be examined.
 //
 // Go maps cannot be iterated from a saved position, so on entering a
 // (state, key group) the cursor copies the map's keys (string headers; the
@@ -11,7 +10,7 @@ package state
 // in the meantime are examined on the next pass.
 type cleanupCursor struct {
 	state int
-	kg    int
+	table int
 	keys  []string
 	pos   int
 }
@@ -21,23 +20,23 @@ type cleanupCursor struct {
 //
 // budget counts entries examined: each (key, namespace) entry of a state
 // counts one, whatever its kind; a list's or map's expired elements are
-// all removed when its entry is examined. The cursor visits states in
-// registration order and, within a state, key groups in order, wrapping
-// around. A call stops when it has examined budget entries or has gone
-// once around all (state, key group) pairs, so it examines no entry twice.
-// Besides the at most budget lookups, entering a (state, key group) costs
-// one pass over that map to copy its keys (once per cleanup pass), and
-// passing a state without background cleanup costs a step per key group.
+// all removed when its entry is examined. The cursor visits the states
+// with background cleanup in registration order and, within a state, its
+// maps in key-group order (default namespace first), wrapping around. A
+// call stops when it has examined budget entries or has gone once around,
+// so it examines no entry twice. Besides the at most budget lookups,
+// entering a map costs one pass over it to copy its keys (once per cleanup
+// pass).
 //
 // removed counts values, list elements and map entries removed.
 func (b *HeapBackend) CleanupExpired(budget int) (removed int, err error) {
-	if len(b.states) == 0 || budget <= 0 {
+	if b.bgCleanup == 0 || budget <= 0 {
 		return 0, nil
 	}
 	c := &b.cleanup
-	// Enter each (state, key group) at most once: if the call starts in
-	// the middle of one, it must not enter that one again.
-	enter := len(b.states) * b.numKeyGroups()
+	// Enter each map at most once: if the call starts in the middle of
+	// one, it must not enter that one again.
+	enter := b.bgCleanup * b.numTables()
 	if c.pos < len(c.keys) {
 		enter--
 	}
@@ -59,27 +58,32 @@ func (b *HeapBackend) CleanupExpired(budget int) (removed int, err error) {
 		if !haveNow {
 			now, haveNow = b.now(), true
 		}
-		removed += b.states[c.state].cleanupKey(c.kg, k, now)
+		removed += b.states[c.state].cleanupKey(c.table, k, now)
 	}
 	return removed, nil
 }
 
-// advanceCleanup moves the cursor to the next (state, key group) and loads
-// its keys, or none if the state has no background cleanup.
+// backgroundCleanup reports whether CleanupExpired cleans up st.
+func backgroundCleanup(st heapState) bool {
+	ttl := st.ttlConfig()
+	return ttl.Enabled() && !ttl.DisableBackgroundCleanup
+}
+
+// advanceCleanup moves the cursor to the next map of a state with
+// background cleanup (there is one) and loads its keys.
 func (b *HeapBackend) advanceCleanup() {
 	c := &b.cleanup
-	c.kg++
-	if c.kg >= b.numKeyGroups() {
-		c.kg = 0
-		c.state = (c.state + 1) % len(b.states)
-	}
-	if c.state >= len(b.states) {
-		c.state = 0
+	c.table++
+	if c.table >= b.numTables() || !backgroundCleanup(b.states[c.state]) {
+		c.table = 0
+		for {
+			c.state = (c.state + 1) % len(b.states)
+			if backgroundCleanup(b.states[c.state]) {
+				break
+			}
+		}
 	}
 	clear(c.keys[c.pos:])
 	c.keys, c.pos = c.keys[:0], 0
-	st := b.states[c.state]
-	if ttl := st.ttlConfig(); ttl.Enabled() && !ttl.DisableBackgroundCleanup {
-		c.keys = st.appendKeys(c.kg, c.keys)
-	}
+	c.keys = b.states[c.state].appendKeys(c.table, c.keys)
 }

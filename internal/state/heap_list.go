@@ -18,7 +18,7 @@ import (
 // something other than an append (appends that grow the arrays keep it, so
 // it is conservative).
 type listEntry[T any] struct {
-	key  string
+	kp   *byte // the bytes of the entry's map key (see keyOf)
 	vals []T
 	ts   []int64
 	ver  uint64
@@ -43,7 +43,7 @@ var _ List[int] = (*heapList[int])(nil)
 
 func newHeapList[T any](b *HeapBackend, d ListDescriptor[T]) (List[T], error) {
 	s, err := register(b, d.Name, d.TTL, "list state of "+typeName[T](), func() *listStore[T] {
-		return &listStore[T]{b: b, name: d.Name, codec: d.Codec, ttl: d.TTL, tables: make([]table[listEntry[T]], b.numKeyGroups())}
+		return &listStore[T]{b: b, name: d.Name, codec: d.Codec, ttl: d.TTL, tables: make([]table[listEntry[T]], b.numTables())}
 	})
 	if err != nil {
 		return nil, err
@@ -62,18 +62,20 @@ func (s *listStore[T]) appendKeys(i int, dst []string) []string {
 // the stored one, capped so that appending to it cannot write into state.
 func (h *heapList[T]) Get() ([]T, error) {
 	s := h.s
-	t := &s.tables[s.b.kgi]
-	e, ok := t.m[string(h.key())]
+	i, k := h.loc()
+	t := &s.tables[i]
+	e, ok := t.m[string(k)]
 	if !ok {
 		return nil, nil
 	}
 	if s.ttl.Enabled() {
-		return s.getTTL(t, e), nil
+		return s.getTTL(t, keyOf(e.kp, len(k)), e), nil
 	}
 	return e.vals[:len(e.vals):len(e.vals)], nil
 }
 
-func (s *listStore[T]) getTTL(t *table[listEntry[T]], e listEntry[T]) []T {
+// getTTL is Get with TTL, of entry e at map key mk.
+func (s *listStore[T]) getTTL(t *table[listEntry[T]], mk string, e listEntry[T]) []T {
 	b := s.b
 	now := b.now()
 	n := len(e.vals)
@@ -81,14 +83,14 @@ func (s *listStore[T]) getTTL(t *table[listEntry[T]], e listEntry[T]) []T {
 	refresh := s.ttl.UpdateType == OnReadAndWrite
 	if live == n {
 		if refresh {
-			s.refresh(t, e, now)
+			s.refresh(t, mk, e, now)
 		}
 		return e.vals[:n:n]
 	}
 	// Some elements expired: keep the others in new slices.
 	var kept []T
 	if live > 0 {
-		ne := listEntry[T]{key: e.key, vals: make([]T, 0, live), ts: make([]int64, 0, live), ver: b.epoch}
+		ne := listEntry[T]{kp: e.kp, vals: make([]T, 0, live), ts: make([]int64, 0, live), ver: b.epoch}
 		for i, ts := range e.ts {
 			if !s.ttl.Expired(ts, now) {
 				if refresh {
@@ -98,10 +100,10 @@ func (s *listStore[T]) getTTL(t *table[listEntry[T]], e listEntry[T]) []T {
 				ne.ts = append(ne.ts, ts)
 			}
 		}
-		t.writable(b)[e.key] = ne
+		t.writable(b)[mk] = ne
 		kept = ne.vals[:live:live]
 	} else {
-		delete(t.writable(b), e.key)
+		delete(t.writable(b), mk)
 	}
 	if s.ttl.Visibility == ReturnExpiredIfNotCleanedUp {
 		return e.vals[:n:n]
@@ -121,7 +123,7 @@ func (s *listStore[T]) countLive(e listEntry[T], now int64) int {
 
 // refresh sets every element's timestamp to now: in place if no snapshot
 // may see the timestamps, else in new slices.
-func (s *listStore[T]) refresh(t *table[listEntry[T]], e listEntry[T], now int64) {
+func (s *listStore[T]) refresh(t *table[listEntry[T]], mk string, e listEntry[T], now int64) {
 	b := s.b
 	if !b.shared(e.ver) {
 		for i := range e.ts {
@@ -135,19 +137,18 @@ func (s *listStore[T]) refresh(t *table[listEntry[T]], e listEntry[T], now int64
 		e.ts[i] = now
 	}
 	e.ver = b.epoch
-	t.writable(b)[e.key] = e
+	t.writable(b)[mk] = e
 }
 
 // Add appends one element.
 func (h *heapList[T]) Add(v T) error {
 	s := h.s
-	m := s.tables[s.b.kgi].writable(s.b)
-	e := h.entry(m)
+	mk, e, m := h.entry()
 	e.vals = append(e.vals, v)
 	if s.ttl.Enabled() {
 		e.ts = append(e.ts, s.b.now())
 	}
-	m[e.key] = e
+	m[mk] = e
 	return nil
 }
 
@@ -157,8 +158,7 @@ func (h *heapList[T]) AddAll(vs []T) error {
 		return nil
 	}
 	s := h.s
-	m := s.tables[s.b.kgi].writable(s.b)
-	e := h.entry(m)
+	mk, e, m := h.entry()
 	e.vals = append(e.vals, vs...)
 	if s.ttl.Enabled() {
 		now := s.b.now()
@@ -166,17 +166,20 @@ func (h *heapList[T]) AddAll(vs []T) error {
 			e.ts = append(e.ts, now)
 		}
 	}
-	m[e.key] = e
+	m[mk] = e
 	return nil
 }
 
-// entry returns the current entry of writable map m, or a new empty one.
-func (h *heapList[T]) entry(m map[string]listEntry[T]) listEntry[T] {
-	k := h.key()
+// entry returns the map key and entry of the current key and namespace,
+// or a new map key and empty entry, and the writable map to store it in.
+func (h *heapList[T]) entry() (string, listEntry[T], map[string]listEntry[T]) {
+	i, k := h.loc()
+	m := h.s.tables[i].writable(h.s.b)
 	if e, ok := m[string(k)]; ok {
-		return e
+		return keyOf(e.kp, len(k)), e, m
 	}
-	return listEntry[T]{key: string(k), ver: h.s.b.epoch}
+	mk := string(k)
+	return mk, listEntry[T]{kp: refOf(mk), ver: h.s.b.epoch}, m
 }
 
 // Update replaces the list with a copy of vs; an empty vs clears it.
@@ -185,16 +188,8 @@ func (h *heapList[T]) Update(vs []T) error {
 		return h.Clear()
 	}
 	s := h.s
-	m := s.tables[s.b.kgi].writable(s.b)
-	k := h.key()
-	mk, ok := "", false
-	if e, found := m[string(k)]; found {
-		mk, ok = e.key, true
-	}
-	if !ok {
-		mk = string(k)
-	}
-	e := listEntry[T]{key: mk, vals: slices.Clone(vs), ver: s.b.epoch}
+	mk, old, m := h.entry()
+	e := listEntry[T]{kp: old.kp, vals: slices.Clone(vs), ver: s.b.epoch}
 	if s.ttl.Enabled() {
 		now := s.b.now()
 		e.ts = make([]int64, len(vs))
@@ -209,9 +204,10 @@ func (h *heapList[T]) Update(vs []T) error {
 // Clear removes the list.
 func (h *heapList[T]) Clear() error {
 	s := h.s
-	t := &s.tables[s.b.kgi]
-	if e, ok := t.m[string(h.key())]; ok {
-		delete(t.writable(s.b), e.key)
+	i, k := h.loc()
+	t := &s.tables[i]
+	if e, ok := t.m[string(k)]; ok {
+		delete(t.writable(s.b), keyOf(e.kp, len(k)))
 	}
 	return nil
 }
@@ -231,7 +227,7 @@ func (s *listStore[T]) cleanupKey(i int, k string, now int64) int {
 		delete(t.writable(s.b), k)
 		return n
 	}
-	ne := listEntry[T]{key: k, vals: make([]T, 0, live), ts: make([]int64, 0, live), ver: s.b.epoch}
+	ne := listEntry[T]{kp: e.kp, vals: make([]T, 0, live), ts: make([]int64, 0, live), ver: s.b.epoch}
 	for j, ts := range e.ts {
 		if !s.ttl.Expired(ts, now) {
 			ne.vals = append(ne.vals, e.vals[j])

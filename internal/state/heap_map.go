@@ -10,7 +10,7 @@ import (
 // empty (removing the last user entry deletes the mapEntry), and the epoch
 // in which the inner map was created or last copied (see HeapBackend).
 type mapEntry[K comparable, V any] struct {
-	key string
+	kp  *byte // the bytes of the entry's map key (see keyOf)
 	m   map[K]userEntry[V]
 	ver uint64
 }
@@ -44,7 +44,7 @@ func newHeapMap[K comparable, V any](b *HeapBackend, d MapDescriptor[K, V]) (Map
 	s, err := register(b, d.Name, d.TTL, mapDescribe[K, V](), func() *mapStore[K, V] {
 		return &mapStore[K, V]{
 			b: b, name: d.Name, keyCodec: d.KeyCodec, valueCodec: d.ValueCodec, ttl: d.TTL,
-			tables: make([]table[mapEntry[K, V]], b.numKeyGroups()),
+			tables: make([]table[mapEntry[K, V]], b.numTables()),
 		}
 	})
 	if err != nil {
@@ -64,10 +64,10 @@ func (s *mapStore[K, V]) appendKeys(i int, dst []string) []string {
 	return appendTableKeys(&s.tables[i], dst)
 }
 
-// inner returns the inner map of e, to write to: first the table's map is
-// made writable, then the inner map is copied if a live snapshot may see
-// it.
-func (s *mapStore[K, V]) inner(t *table[mapEntry[K, V]], e mapEntry[K, V]) map[K]userEntry[V] {
+// inner returns the inner map of entry e at map key mk, to write to: first
+// the table's map is made writable, then the inner map is copied if a live
+// snapshot may see it.
+func (s *mapStore[K, V]) inner(t *table[mapEntry[K, V]], mk string, e mapEntry[K, V]) map[K]userEntry[V] {
 	b := s.b
 	m := t.writable(b)
 	if e.ver != b.epoch {
@@ -75,7 +75,7 @@ func (s *mapStore[K, V]) inner(t *table[mapEntry[K, V]], e mapEntry[K, V]) map[K
 			e.m = maps.Clone(e.m)
 		}
 		e.ver = b.epoch
-		m[e.key] = e
+		m[mk] = e
 	}
 	return e.m
 }
@@ -83,8 +83,9 @@ func (s *mapStore[K, V]) inner(t *table[mapEntry[K, V]], e mapEntry[K, V]) map[K
 // Get returns the value of k.
 func (h *heapMap[K, V]) Get(k K) (V, bool, error) {
 	s := h.s
-	t := &s.tables[s.b.kgi]
-	e, ok := t.m[string(h.key())]
+	i, key := h.loc()
+	t := &s.tables[i]
+	e, ok := t.m[string(key)]
 	if !ok {
 		var zero V
 		return zero, false, nil
@@ -95,15 +96,15 @@ func (h *heapMap[K, V]) Get(k K) (V, bool, error) {
 		return zero, false, nil
 	}
 	if s.ttl.Enabled() {
-		return s.getTTL(t, e, k, u)
+		return s.getTTL(t, keyOf(e.kp, len(key)), e, k, u)
 	}
 	return u.v, true, nil
 }
 
-func (s *mapStore[K, V]) getTTL(t *table[mapEntry[K, V]], e mapEntry[K, V], k K, u userEntry[V]) (V, bool, error) {
+func (s *mapStore[K, V]) getTTL(t *table[mapEntry[K, V]], mk string, e mapEntry[K, V], k K, u userEntry[V]) (V, bool, error) {
 	now := s.b.now()
 	if s.ttl.Expired(u.ts, now) {
-		s.remove(t, e, k)
+		s.remove(t, mk, e, k)
 		if s.ttl.Visibility == ReturnExpiredIfNotCleanedUp {
 			return u.v, true, nil
 		}
@@ -111,17 +112,18 @@ func (s *mapStore[K, V]) getTTL(t *table[mapEntry[K, V]], e mapEntry[K, V], k K,
 		return zero, false, nil
 	}
 	if s.ttl.UpdateType == OnReadAndWrite && u.ts != now {
-		s.inner(t, e)[k] = userEntry[V]{u.v, now}
+		s.inner(t, mk, e)[k] = userEntry[V]{u.v, now}
 	}
 	return u.v, true, nil
 }
 
-// remove deletes k from e's inner map, and e if that empties it.
-func (s *mapStore[K, V]) remove(t *table[mapEntry[K, V]], e mapEntry[K, V], k K) {
-	m := s.inner(t, e)
+// remove deletes k from the inner map of entry e at map key mk, and e if
+// that empties it.
+func (s *mapStore[K, V]) remove(t *table[mapEntry[K, V]], mk string, e mapEntry[K, V], k K) {
+	m := s.inner(t, mk, e)
 	delete(m, k)
 	if len(m) == 0 {
-		delete(t.m, e.key)
+		delete(t.m, mk)
 	}
 }
 
@@ -129,33 +131,34 @@ func (s *mapStore[K, V]) remove(t *table[mapEntry[K, V]], e mapEntry[K, V], k K)
 func (h *heapMap[K, V]) Put(k K, v V) error {
 	s := h.s
 	b := s.b
-	t := &s.tables[b.kgi]
+	i, key := h.loc()
+	t := &s.tables[i]
 	m := t.writable(b)
 	var ts int64
 	if s.ttl.Enabled() {
 		ts = b.now()
 	}
-	key := h.key()
 	e, ok := m[string(key)]
 	if !ok {
 		mk := string(key)
-		m[mk] = mapEntry[K, V]{key: mk, m: map[K]userEntry[V]{k: {v, ts}}, ver: b.epoch}
+		m[mk] = mapEntry[K, V]{kp: refOf(mk), m: map[K]userEntry[V]{k: {v, ts}}, ver: b.epoch}
 		return nil
 	}
-	s.inner(t, e)[k] = userEntry[V]{v, ts}
+	s.inner(t, keyOf(e.kp, len(key)), e)[k] = userEntry[V]{v, ts}
 	return nil
 }
 
 // Remove deletes k.
 func (h *heapMap[K, V]) Remove(k K) error {
 	s := h.s
-	t := &s.tables[s.b.kgi]
-	e, ok := t.m[string(h.key())]
+	i, key := h.loc()
+	t := &s.tables[i]
+	e, ok := t.m[string(key)]
 	if !ok {
 		return nil
 	}
 	if _, ok := e.m[k]; ok {
-		s.remove(t, e, k)
+		s.remove(t, keyOf(e.kp, len(key)), e, k)
 	}
 	return nil
 }
@@ -173,8 +176,9 @@ func (h *heapMap[K, V]) Contains(k K) (bool, error) {
 func (h *heapMap[K, V]) Range(fn func(k K, v V) bool) error {
 	s := h.s
 	b := s.b
-	t := &s.tables[b.kgi]
-	e, ok := t.m[string(h.key())]
+	i, key := h.loc()
+	t := &s.tables[i]
+	e, ok := t.m[string(key)]
 	if !ok {
 		return nil
 	}
@@ -187,10 +191,11 @@ func (h *heapMap[K, V]) Range(fn func(k K, v V) bool) error {
 		return nil
 	}
 	now := b.now()
+	mk := keyOf(e.kp, len(key))
 	m := e.m
 	refresh := s.ttl.UpdateType == OnReadAndWrite
 	if refresh {
-		m = s.inner(t, e)
+		m = s.inner(t, mk, e)
 	}
 	returnExpired := s.ttl.Visibility == ReturnExpiredIfNotCleanedUp
 	expired := false
@@ -208,7 +213,7 @@ func (h *heapMap[K, V]) Range(fn func(k K, v V) bool) error {
 		}
 	}
 	if expired {
-		s.purge(b.kgi, e.key, now)
+		s.purge(i, mk, now)
 	}
 	return nil
 }
@@ -219,8 +224,9 @@ func (h *heapMap[K, V]) Range(fn func(k K, v V) bool) error {
 // removed.
 func (h *heapMap[K, V]) IsEmpty() (bool, error) {
 	s := h.s
-	t := &s.tables[s.b.kgi]
-	e, ok := t.m[string(h.key())]
+	i, key := h.loc()
+	t := &s.tables[i]
+	e, ok := t.m[string(key)]
 	if !ok {
 		return true, nil
 	}
@@ -233,22 +239,23 @@ func (h *heapMap[K, V]) IsEmpty() (bool, error) {
 			return false, nil
 		}
 	}
-	delete(t.writable(s.b), e.key)
+	delete(t.writable(s.b), keyOf(e.kp, len(key)))
 	return true, nil
 }
 
 // Clear removes the map.
 func (h *heapMap[K, V]) Clear() error {
 	s := h.s
-	t := &s.tables[s.b.kgi]
-	if e, ok := t.m[string(h.key())]; ok {
-		delete(t.writable(s.b), e.key)
+	i, key := h.loc()
+	t := &s.tables[i]
+	if e, ok := t.m[string(key)]; ok {
+		delete(t.writable(s.b), keyOf(e.kp, len(key)))
 	}
 	return nil
 }
 
 // purge removes the expired user entries of the entry at map key mk of
-// key-group index i, and the entry if none remain, and returns how many
+// table i, and the entry if none remain, and returns how many
 // user entries it removed. It writes only if something expired.
 func (s *mapStore[K, V]) purge(i int, mk string, now int64) int {
 	t := &s.tables[i]
@@ -267,7 +274,7 @@ func (s *mapStore[K, V]) purge(i int, mk string, now int64) int {
 	case n == len(e.m):
 		delete(t.writable(s.b), mk)
 	default:
-		m := s.inner(t, e)
+		m := s.inner(t, mk, e)
 		for k, u := range m {
 			if s.ttl.Expired(u.ts, now) {
 				delete(m, k)

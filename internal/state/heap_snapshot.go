@@ -18,8 +18,7 @@ import (
 type heapSnapshot struct {
 	b       *HeapBackend
 	version uint64
-	// start is the first key group of the backend's range; the view covers
-	// key groups start to start+len(maps)-1 of every state.
+	// start and end are the backend's key-group range.
 	start, end int
 	states     []frozenState
 	once       sync.Once
@@ -56,9 +55,13 @@ type frozenEntry struct {
 	ts int64
 }
 
-// setKey fills e.key and e.ns from a map key.
-func (e *frozenEntry) setKey(mk string) {
-	k, ns := splitMapKey(mk)
+// setKey fills e.key and e.ns from a map key of a default-namespace table
+// (namespaced false) or of a namespaced one.
+func (e *frozenEntry) setKey(mk string, namespaced bool) {
+	k, ns := mk, ""
+	if namespaced {
+		k, ns = splitMapKey(mk)
+	}
 	e.key = append(e.key[:0], k...)
 	e.ns = append(e.ns[:0], ns...)
 }
@@ -110,35 +113,49 @@ type frozenBase[E any] struct {
 	n     string
 	ttl   TTLConfig
 	start int
-	maps  []map[string]E // by key group - start
+	maps  []map[string]E // by table index
 }
 
 func (f *frozenBase[E]) name() string         { return f.n }
 func (f *frozenBase[E]) ttlConfig() TTLConfig { return f.ttl }
-func (f *frozenBase[E]) entries(kg int) int   { return len(f.maps[kg-f.start]) }
 
-type frozenValue[T any] struct {
-	frozenBase[valueEntry[T]]
-	codec codec.Codec[T]
+func (f *frozenBase[E]) entries(kg int) int {
+	i := kg - f.start
+	return len(f.maps[i]) + len(f.maps[len(f.maps)/2+i])
 }
 
-func (s *valueStore[T]) freeze() frozenState {
-	return &frozenValue[T]{frozenBase[valueEntry[T]]{s.name, s.ttl, s.b.start, frozenMaps(s.tables)}, s.codec}
-}
-
-func (f *frozenValue[T]) kind() string { return "value" }
-
-func (f *frozenValue[T]) rangeKeyGroup(kg int, fn func(e *frozenEntry) bool) bool {
-	var fe frozenEntry
-	for mk, e := range f.maps[kg-f.start] {
-		fe.setKey(mk)
-		fe.value = f.codec.Append(fe.value[:0], e.v)
-		fe.ts = e.ts
-		if !fn(&fe) {
-			return false
+// rangeMaps calls fn for every entry of key group kg, with the map key set
+// in fe, until fn returns false, and reports whether fn never did.
+func (f *frozenBase[E]) rangeMaps(kg int, fe *frozenEntry, fn func(e E) bool) bool {
+	i := kg - f.start
+	for j, m := range []map[string]E{f.maps[i], f.maps[len(f.maps)/2+i]} {
+		for mk, e := range m {
+			fe.setKey(mk, j == 1)
+			if !fn(e) {
+				return false
+			}
 		}
 	}
 	return true
+}
+
+type frozenValue[E any] struct {
+	frozenBase[valueEntry[E]]
+	encode func(dst []byte, e E) ([]byte, int64)
+}
+
+func (s *valueStore[E]) freeze() frozenState {
+	return &frozenValue[E]{frozenBase[valueEntry[E]]{s.name, s.ttl, s.b.start, frozenMaps(s.tables)}, s.encode}
+}
+
+func (f *frozenValue[E]) kind() string { return "value" }
+
+func (f *frozenValue[E]) rangeKeyGroup(kg int, fn func(e *frozenEntry) bool) bool {
+	var fe frozenEntry
+	return f.rangeMaps(kg, &fe, func(e valueEntry[E]) bool {
+		fe.value, fe.ts = f.encode(fe.value[:0], e.v)
+		return fn(&fe)
+	})
 }
 
 type frozenList[T any] struct {
@@ -154,8 +171,7 @@ func (f *frozenList[T]) kind() string { return "list" }
 
 func (f *frozenList[T]) rangeKeyGroup(kg int, fn func(e *frozenEntry) bool) bool {
 	var fe frozenEntry
-	for mk, e := range f.maps[kg-f.start] {
-		fe.setKey(mk)
+	return f.rangeMaps(kg, &fe, func(e listEntry[T]) bool {
 		for i, v := range e.vals {
 			fe.index = i
 			fe.value = f.codec.Append(fe.value[:0], v)
@@ -167,8 +183,8 @@ func (f *frozenList[T]) rangeKeyGroup(kg int, fn func(e *frozenEntry) bool) bool
 				return false
 			}
 		}
-	}
-	return true
+		return true
+	})
 }
 
 type frozenMap[K comparable, V any] struct {
@@ -185,8 +201,7 @@ func (f *frozenMap[K, V]) kind() string { return "map" }
 
 func (f *frozenMap[K, V]) rangeKeyGroup(kg int, fn func(e *frozenEntry) bool) bool {
 	var fe frozenEntry
-	for mk, e := range f.maps[kg-f.start] {
-		fe.setKey(mk)
+	return f.rangeMaps(kg, &fe, func(e mapEntry[K, V]) bool {
 		for k, u := range e.m {
 			fe.userKey = f.keyCodec.Append(fe.userKey[:0], k)
 			fe.value = f.valueCodec.Append(fe.value[:0], u.v)
@@ -195,6 +210,6 @@ func (f *frozenMap[K, V]) rangeKeyGroup(kg int, fn func(e *frozenEntry) bool) bo
 				return false
 			}
 		}
-	}
-	return true
+		return true
+	})
 }

@@ -1,7 +1,6 @@
 package state_test
 
 import (
-	"errors"
 	"fmt"
 	"strings"
 	"testing"
@@ -15,35 +14,6 @@ func TestHeapConformance(t *testing.T) {
 	statetest.Run(t, func(t *testing.T, opts state.Options) state.Backend {
 		return state.NewHeapBackend(opts)
 	})
-}
-
-func TestHeapHandlesHaveOwnNamespace(t *testing.T) {
-	b := state.NewHeapBackend(state.Options{KeyGroupEnd: 127, MaxParallelism: 128})
-	defer b.Close()
-	v1 := must1[state.Value[int64]](t)(state.NewValue(b, state.ValueDescriptor[int64]{Name: "v"}))
-	v2 := must1[state.Value[int64]](t)(state.NewValue(b, state.ValueDescriptor[int64]{Name: "v"}))
-	kb, kg := statetest.KeyBytes("k")
-	b.SetCurrentKey(kb, kg)
-	v1.SetNamespace([]byte("w1"))
-	v1.Update(1)
-	v2.Update(2) // default namespace
-	if got, _, _ := v1.Get(); got != 1 {
-		t.Errorf("v1 in w1: %d, want 1", got)
-	}
-	v1.SetNamespace(nil)
-	if got, _, _ := v1.Get(); got != 2 {
-		t.Errorf("v1 in the default namespace: %d, want 2", got)
-	}
-}
-
-func TestHeapRegistrationTTLMustMatch(t *testing.T) {
-	b := state.NewHeapBackend(state.Options{KeyGroupEnd: 127, MaxParallelism: 128})
-	defer b.Close()
-	must1[state.Value[int64]](t)(state.NewValue(b, state.ValueDescriptor[int64]{Name: "v"}))
-	_, err := state.NewValue(b, state.ValueDescriptor[int64]{Name: "v", TTL: state.TTLConfig{TTL: time.Second}})
-	if !errors.Is(err, state.ErrIncompatibleState) {
-		t.Errorf("registering with another TTL: err = %v, want ErrIncompatibleState", err)
-	}
 }
 
 func TestHeapKeyGroupOutOfRangePanics(t *testing.T) {
@@ -123,5 +93,33 @@ func TestHeapAllocs(t *testing.T) {
 		if n := testing.AllocsPerRun(1000, f); n != 0 {
 			t.Errorf("%s: %v allocations per run, want 0", name, n)
 		}
+	}
+}
+
+// TestHeapCleanupBudget checks that the budget counts entries examined:
+// with only expired entries, every call with budget 1 removes exactly one.
+func TestHeapCleanupBudget(t *testing.T) {
+	clk := statetest.NewClock()
+	b := newFullHeap(t, clk)
+	ttl := state.TTLConfig{TTL: time.Second}
+	must1[state.Value[int64]](t)(state.NewValue(b, state.ValueDescriptor[int64]{Name: "plain"}))
+	v := must1[state.Value[int64]](t)(state.NewValue(b, state.ValueDescriptor[int64]{Name: "v", TTL: ttl}))
+	l := must1[state.List[int64]](t)(state.NewList(b, state.ListDescriptor[int64]{Name: "l", TTL: ttl}))
+	const n = 10
+	for i := range n {
+		kb, kg := statetest.KeyBytes(fmt.Sprint(i))
+		b.SetCurrentKey(kb, kg)
+		v.Update(1)
+		l.SetNamespace([]byte("ns"))
+		l.AddAll([]int64{1, 2, 3}) // one entry of three elements
+	}
+	clk.Advance(time.Second)
+	for call := range 2 * n {
+		if got := must1[int](t)(b.CleanupExpired(1)); got != 1 && got != 3 {
+			t.Fatalf("call %d: CleanupExpired(1) removed %d, want one entry (1 value or 3 list elements)", call, got)
+		}
+	}
+	if got := must1[int](t)(b.CleanupExpired(1000)); got != 0 {
+		t.Fatalf("CleanupExpired removed %d after everything was removed", got)
 	}
 }

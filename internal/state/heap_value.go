@@ -1,35 +1,76 @@
 package state
 
-import "github.com/weirstream/weir/codec"
-
-// valueEntry is a value state's entry: the value and, with TTL, the Unix
-// millisecond timestamp it was last refreshed at.
-type valueEntry[T any] struct {
-	key string // the entry's map key, reused when the entry is rewritten
-	v   T
-	ts  int64
+// valueEntry is a value state's entry. A state without TTL stores
+// valueEntry[T], one with TTL valueEntry[stamped[T]], so that states
+// without TTL spend no memory on timestamps (the size of a map slot decides
+// how much of the state fits in the CPU caches).
+type valueEntry[E any] struct {
+	kp *byte // the bytes of the entry's map key (see keyOf)
+	v  E
 }
 
-// valueStore is a value state's storage, shared by its handles.
-type valueStore[T any] struct {
+// stamped is a value with the Unix millisecond timestamp it was last
+// refreshed at.
+type stamped[T any] struct {
+	v  T
+	ts int64
+}
+
+// valueStore is a value state's storage, shared by its handles. E is T
+// without TTL and stamped[T] with TTL.
+type valueStore[E any] struct {
 	b      *HeapBackend
 	name   string
-	codec  codec.Codec[T]
+	desc   string
 	ttl    TTLConfig
-	tables []table[valueEntry[T]] // by key group - start
+	tables []table[valueEntry[E]] // by key group - start
+	// encode appends the encoding of a stored value and returns its
+	// timestamp, for snapshots.
+	encode func(dst []byte, e E) ([]byte, int64)
+	// expired reports whether e expired at now; nil without TTL.
+	expired func(e E, now int64) bool
 }
 
-// heapValue is a handle on a value state.
+// heapValue is a handle on a value state without TTL.
 type heapValue[T any] struct {
 	s *valueStore[T]
 	nsKey
 }
 
-var _ Value[int] = (*heapValue[int])(nil)
+// heapTTLValue is a handle on a value state with TTL.
+type heapTTLValue[T any] struct {
+	s *valueStore[stamped[T]]
+	nsKey
+}
+
+var (
+	_ Value[int] = (*heapValue[int])(nil)
+	_ Value[int] = (*heapTTLValue[int])(nil)
+)
 
 func newHeapValue[T any](b *HeapBackend, d ValueDescriptor[T]) (Value[T], error) {
-	s, err := register(b, d.Name, d.TTL, "value state of "+typeName[T](), func() *valueStore[T] {
-		return &valueStore[T]{b: b, name: d.Name, codec: d.Codec, ttl: d.TTL, tables: make([]table[valueEntry[T]], b.numKeyGroups())}
+	desc := "value state of " + typeName[T]()
+	if d.TTL.Enabled() {
+		ttl := d.TTL
+		s, err := register(b, d.Name, d.TTL, desc, func() *valueStore[stamped[T]] {
+			return &valueStore[stamped[T]]{
+				b: b, name: d.Name, desc: desc, ttl: ttl,
+				tables:  make([]table[valueEntry[stamped[T]]], b.numTables()),
+				encode:  func(dst []byte, e stamped[T]) ([]byte, int64) { return d.Codec.Append(dst, e.v), e.ts },
+				expired: func(e stamped[T], now int64) bool { return ttl.Expired(e.ts, now) },
+			}
+		})
+		if err != nil {
+			return nil, err
+		}
+		return &heapTTLValue[T]{s: s, nsKey: nsKey{b: b}}, nil
+	}
+	s, err := register(b, d.Name, d.TTL, desc, func() *valueStore[T] {
+		return &valueStore[T]{
+			b: b, name: d.Name, desc: desc,
+			tables: make([]table[valueEntry[T]], b.numTables()),
+			encode: func(dst []byte, v T) ([]byte, int64) { return d.Codec.Append(dst, v), 0 },
+		}
 	})
 	if err != nil {
 		return nil, err
@@ -37,79 +78,98 @@ func newHeapValue[T any](b *HeapBackend, d ValueDescriptor[T]) (Value[T], error)
 	return &heapValue[T]{s: s, nsKey: nsKey{b: b}}, nil
 }
 
-func (s *valueStore[T]) describe() string     { return "value state of " + typeName[T]() }
-func (s *valueStore[T]) ttlConfig() TTLConfig { return s.ttl }
+func (s *valueStore[E]) describe() string     { return s.desc }
+func (s *valueStore[E]) ttlConfig() TTLConfig { return s.ttl }
 
-func (s *valueStore[T]) appendKeys(i int, dst []string) []string {
+func (s *valueStore[E]) appendKeys(i int, dst []string) []string {
 	return appendTableKeys(&s.tables[i], dst)
 }
 
-// Get returns the value, and false if there is none (or it expired).
-func (h *heapValue[T]) Get() (T, bool, error) {
-	s := h.s
-	t := &s.tables[s.b.kgi]
-	e, ok := t.m[string(h.key())]
-	if !ok {
-		var zero T
-		return zero, false, nil
+// put sets the entry at map key k of table i to v.
+func (s *valueStore[E]) put(i int, k []byte, v E) {
+	m := s.tables[i].writable(s.b)
+	if e, ok := m[string(k)]; ok {
+		m[keyOf(e.kp, len(k))] = valueEntry[E]{e.kp, v}
+		return
 	}
-	if s.ttl.Enabled() {
-		return s.getTTL(t, e)
-	}
-	return e.v, true, nil
+	mk := string(k)
+	m[mk] = valueEntry[E]{refOf(mk), v}
 }
 
-func (s *valueStore[T]) getTTL(t *table[valueEntry[T]], e valueEntry[T]) (T, bool, error) {
-	now := s.b.now()
-	if s.ttl.Expired(e.ts, now) {
-		delete(t.writable(s.b), e.key)
-		if s.ttl.Visibility == ReturnExpiredIfNotCleanedUp {
-			return e.v, true, nil
-		}
-		var zero T
-		return zero, false, nil
+// clear removes the entry at map key k of table i.
+func (s *valueStore[E]) clear(i int, k []byte) {
+	t := &s.tables[i]
+	if e, ok := t.m[string(k)]; ok {
+		delete(t.writable(s.b), keyOf(e.kp, len(k)))
 	}
-	if s.ttl.UpdateType == OnReadAndWrite && e.ts != now {
-		e.ts = now
-		t.writable(s.b)[e.key] = e
+}
+
+func (s *valueStore[E]) cleanupKey(i int, k string, now int64) int {
+	t := &s.tables[i]
+	e, ok := t.m[k]
+	if !ok || !s.expired(e.v, now) {
+		return 0
 	}
-	return e.v, true, nil
+	delete(t.writable(s.b), k)
+	return 1
+}
+
+// Get returns the value, and false if there is none.
+func (h *heapValue[T]) Get() (T, bool, error) {
+	i, k := h.loc()
+	e, ok := h.s.tables[i].m[string(k)]
+	return e.v, ok, nil
 }
 
 // Update sets the value.
 func (h *heapValue[T]) Update(v T) error {
-	s := h.s
-	m := s.tables[s.b.kgi].writable(s.b)
-	k := h.key()
-	var ts int64
-	if s.ttl.Enabled() {
-		ts = s.b.now()
-	}
-	if e, ok := m[string(k)]; ok {
-		m[e.key] = valueEntry[T]{key: e.key, v: v, ts: ts}
-		return nil
-	}
-	mk := string(k)
-	m[mk] = valueEntry[T]{key: mk, v: v, ts: ts}
+	i, k := h.loc()
+	h.s.put(i, k, v)
 	return nil
 }
 
 // Clear removes the value.
 func (h *heapValue[T]) Clear() error {
-	s := h.s
-	t := &s.tables[s.b.kgi]
-	if e, ok := t.m[string(h.key())]; ok {
-		delete(t.writable(s.b), e.key)
-	}
+	h.s.clear(h.loc())
 	return nil
 }
 
-func (s *valueStore[T]) cleanupKey(i int, k string, now int64) int {
+// Get returns the value, and false if there is none or it expired (but see
+// ReturnExpiredIfNotCleanedUp). An expired value is removed.
+func (h *heapTTLValue[T]) Get() (T, bool, error) {
+	s := h.s
+	b := s.b
+	i, k := h.loc()
 	t := &s.tables[i]
-	e, ok := t.m[k]
-	if !ok || !s.ttl.Expired(e.ts, now) {
-		return 0
+	e, ok := t.m[string(k)]
+	if !ok {
+		var zero T
+		return zero, false, nil
 	}
-	delete(t.writable(s.b), k)
-	return 1
+	now := b.now()
+	if s.ttl.Expired(e.v.ts, now) {
+		delete(t.writable(b), keyOf(e.kp, len(k)))
+		if s.ttl.Visibility == ReturnExpiredIfNotCleanedUp {
+			return e.v.v, true, nil
+		}
+		var zero T
+		return zero, false, nil
+	}
+	if s.ttl.UpdateType == OnReadAndWrite && e.v.ts != now {
+		t.writable(b)[keyOf(e.kp, len(k))] = valueEntry[stamped[T]]{e.kp, stamped[T]{e.v.v, now}}
+	}
+	return e.v.v, true, nil
+}
+
+// Update sets the value and its timestamp.
+func (h *heapTTLValue[T]) Update(v T) error {
+	i, k := h.loc()
+	h.s.put(i, k, stamped[T]{v, h.s.b.now()})
+	return nil
+}
+
+// Clear removes the value.
+func (h *heapTTLValue[T]) Clear() error {
+	h.s.clear(h.loc())
+	return nil
 }

@@ -3,7 +3,9 @@ package state
 import (
 	"errors"
 	"fmt"
+	"strings"
 	"testing"
+	"time"
 )
 
 func elems(prefix string, n int) [][]byte {
@@ -62,5 +64,14 @@ func TestOperatorStoreLists(t *testing.T) {
 	}
 	if _, err := s.List("", SplitDistribute); err == nil {
 		t.Fatal("empty name accepted")
+	}
+}
+
+func TestSubMillisecondTTLRejected(t *testing.T) {
+	b := NewHeapBackend(Options{KeyGroupStart: 0, KeyGroupEnd: 127, MaxParallelism: 128})
+	defer b.Close()
+	_, err := NewValue(b, ValueDescriptor[int64]{Name: "v", TTL: TTLConfig{TTL: 500 * time.Microsecond}})
+	if err == nil || !strings.Contains(err.Error(), "at least 1ms") {
+		t.Fatalf("err = %v", err)
 	}
 }

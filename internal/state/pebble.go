@@ -107,8 +107,9 @@ type pebbleState struct {
 	elemLen func(src []byte) (int, error)
 }
 
-// NewPebbleBackend opens an empty Pebble backend in opts.Dir, creating the
-// directory and wiping any database a previous run left there.
+// NewPebbleBackend opens an empty Pebble backend in opts.Dir. The directory
+// belongs to the backend: it is created if missing, emptied if not (a
+// previous run may have left a database there), and deleted by Close.
 func NewPebbleBackend(opts Options) (*PebbleBackend, error) {
 	if err := validatePebbleOptions(&opts); err != nil {
 		return nil, err

@@ -25,12 +25,26 @@
 // State methods return an error only for failures of the storage itself (an
 // I/O error, corrupt bytes); the heap backend never fails.
 //
+// Values are immutable once stored: a value passed to Update (or an
+// element to Add, Put) and a value returned by Get must not be modified
+// afterwards, because the heap backend keeps them by reference and shares
+// them with snapshots. An AggregateFunction over a reference type must
+// return a new accumulator from Add and Merge rather than change the one it
+// got.
+//
+// Registering a name again returns a new handle on the same stored state,
+// with its own namespace; the kind, the types and the TTL configuration must
+// match, or the registration fails with ErrIncompatibleState.
+//
 // Time to live follows Flink's StateTtlConfig: an entry's timestamp is set
-// when it is created or written (and also when read, with OnReadAndWrite);
-// an expired entry is never returned (unless ReturnExpiredIfNotCleanedUp),
-// is removed when accessed, and is removed in the background by
-// Backend.CleanupExpired, which scans a bounded number of entries per call.
-// TTL uses processing time from the backend's clock.
+// when it is created or written (and also when read, with OnReadAndWrite;
+// Range, Contains and IsEmpty count as reads); an expired entry is never
+// returned (with ReturnExpiredIfNotCleanedUp it is returned once, by the
+// read that then removes it), is removed when accessed, and is removed in
+// the background by Backend.CleanupExpired, which examines a bounded number
+// of (key, namespace) entries per call; a list's or map's expired elements
+// all go when its entry is examined. TTL uses processing time from the
+// backend's clock, in whole milliseconds.
 package state
 
 import (
@@ -240,6 +254,9 @@ type AggregateFunction[IN, ACC, OUT any] interface {
 
 // NewValue registers (or finds again, by name) a value state in b.
 func NewValue[T any](b Backend, d ValueDescriptor[T]) (Value[T], error) {
+	if err := checkTTL(d.Name, d.TTL); err != nil {
+		return nil, err
+	}
 	if err := resolveCodec(&d.Codec, d.Name, "value"); err != nil {
 		return nil, err
 	}
@@ -254,6 +271,9 @@ func NewValue[T any](b Backend, d ValueDescriptor[T]) (Value[T], error) {
 
 // NewList registers (or finds again, by name) a list state in b.
 func NewList[T any](b Backend, d ListDescriptor[T]) (List[T], error) {
+	if err := checkTTL(d.Name, d.TTL); err != nil {
+		return nil, err
+	}
 	if err := resolveCodec(&d.Codec, d.Name, "list element"); err != nil {
 		return nil, err
 	}
@@ -268,6 +288,9 @@ func NewList[T any](b Backend, d ListDescriptor[T]) (List[T], error) {
 
 // NewMap registers (or finds again, by name) a map state in b.
 func NewMap[K comparable, V any](b Backend, d MapDescriptor[K, V]) (Map[K, V], error) {
+	if err := checkTTL(d.Name, d.TTL); err != nil {
+		return nil, err
+	}
 	if err := resolveCodec(&d.KeyCodec, d.Name, "map key"); err != nil {
 		return nil, err
 	}
@@ -345,6 +368,13 @@ func (a *aggregating[IN, ACC, OUT]) Add(v IN) error {
 		acc = a.agg.CreateAccumulator()
 	}
 	return a.acc.Update(a.agg.Add(v, acc))
+}
+
+func checkTTL(name string, ttl TTLConfig) error {
+	if ttl.TTL < 0 || (ttl.TTL > 0 && ttl.TTL < time.Millisecond) {
+		return fmt.Errorf("state %q: TTL %v must be 0 (off) or at least 1ms", name, ttl.TTL)
+	}
+	return nil
 }
 
 func resolveCodec[T any](c *codec.Codec[T], name, what string) error {

@@ -11,8 +11,9 @@
 // Behaviour the suite pins down beyond the interface comments in package
 // state:
 //
-//   - Registering a name twice with the same kind and types gives handles on
-//     the same stored state.
+//   - Registering a name twice with the same kind, types and TTL gives
+//     another handle on the same stored state, with its own namespace; a
+//     different TTL configuration is incompatible too.
 //   - A read of an expired entry with ReturnExpiredIfNotCleanedUp returns it
 //     and removes it, as an access does (Flink's behaviour): the next read
 //     finds nothing.
@@ -727,6 +728,24 @@ func testPrefixKeys(t *testing.T, nb NewBackend) {
 		wantMap(t, m, map[string]string{"u": en.val})
 	}
 
+	// The empty key (nil or empty, the same key) is a key like any other.
+	g0 := keygroup.Of(nil, MaxParallelism)
+	for _, ns := range [][]byte{nil, []byte("n")} {
+		e.RawKey(nil, g0)
+		set(ns)
+		must(t, v.Update("empty/"+string(ns)))
+		must(t, l.Add("empty"))
+		must(t, m.Put("", "empty"))
+		e.RawKey([]byte{}, g0)
+		wantValue(t, v, "empty/"+string(ns))
+		wantList(t, l, []string{"empty"})
+		wantMap(t, m, map[string]string{"": "empty"})
+		must(t, v.Clear())
+		must(t, l.Clear())
+		must(t, m.Clear())
+		wantNoValue[string](t, v)
+	}
+
 	// Encoded string keys that are prefixes of each other, and namespaces
 	// that are.
 	set(nil)
@@ -798,6 +817,11 @@ func testRegistration(t *testing.T, nb NewBackend) {
 	_, err = state.NewValue(e.B, state.ValueDescriptor[int64]{Name: "m"})
 	incompatible("value over map", err)
 
+	_, err = state.NewValue(e.B, state.ValueDescriptor[int64]{Name: "v", TTL: state.TTLConfig{TTL: time.Hour}})
+	incompatible("value with TTL over value without", err)
+	_, err = state.NewList(e.B, state.ListDescriptor[string]{Name: "l", TTL: state.TTLConfig{TTL: time.Hour}})
+	incompatible("list with TTL over list without", err)
+
 	// The failed registrations changed nothing.
 	wantValue(t, v2, 5)
 	wantList(t, l2, []string{"a", "b"})
@@ -805,6 +829,17 @@ func testRegistration(t *testing.T, nb NewBackend) {
 	if _, err := state.NewValue(e.B, state.ValueDescriptor[int64]{}); err == nil {
 		t.Error("NewValue without a name succeeded")
 	}
+
+	// Each handle has its own namespace.
+	v1.SetNamespace([]byte("w"))
+	must(t, v1.Update(1))
+	must(t, v2.Update(2)) // default namespace
+	wantValue(t, v1, 1)
+	v1.SetNamespace(nil)
+	wantValue(t, v1, 2)
+	m1.SetNamespace([]byte("w"))
+	wantMap(t, m1, map[string]int64{})
+	wantMap(t, m2, map[string]int64{"a": 1})
 }
 
 func testMissingCodec(t *testing.T, nb NewBackend) {

@@ -171,6 +171,9 @@ func testTTLCleanup(t *testing.T, nb NewBackend) {
 		must(t, a.Update(int64(i)))
 		must(t, d.Update(int64(i)))
 		must(t, plain.Update(int64(i)))
+		a.SetNamespace([]byte("w")) // namespaces are cleaned up too
+		must(t, a.Update(int64(i)))
+		a.SetNamespace(nil)
 	}
 	e.Clock.Advance(5 * time.Second)
 	for i := range fresh {
@@ -185,11 +188,14 @@ func testTTLCleanup(t *testing.T, nb NewBackend) {
 	if n, err := e.B.CleanupExpired(0); n != 0 || err != nil {
 		t.Fatalf("CleanupExpired(0) = %d, %v", n, err)
 	}
-	if n := cleanupAll(t, e); n != expired {
-		t.Fatalf("CleanupExpired removed %d, want %d", n, expired)
+	if n := cleanupAll(t, e); n != 2*expired {
+		t.Fatalf("CleanupExpired removed %d, want %d", n, 2*expired)
 	}
 	for i := range expired {
 		e.Key(fmt.Sprint("old", i))
+		a.SetNamespace([]byte("w"))
+		wantNoValue[int64](t, a)
+		a.SetNamespace(nil)
 		wantNoValue[int64](t, a)      // cleaned up
 		wantValue(t, d, int64(i))     // no background cleanup: still returned
 		wantValue(t, plain, int64(i)) // no TTL

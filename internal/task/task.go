@@ -307,7 +307,9 @@ func (t *task) handleEvent(ch int, ev network.Event) error {
 	}
 	if advanced {
 		t.watermark = wm
-		if err := t.deliverWatermark(0, wm); err != nil {
+		err := t.deliverWatermark(0, wm)
+		t.tracker.Timestamp = NoTimestamp // timers set it while they fire
+		if err != nil {
 			return err
 		}
 	}
@@ -384,7 +386,9 @@ func (t *task) runDue(now time.Time) error {
 		s := heap.Pop(&t.timers).(scheduled)
 		t.tracker.Cur = s.op
 		t.tracker.Timestamp = NoTimestamp
-		if err := s.fn(); err != nil {
+		err := s.fn()
+		t.tracker.Timestamp = NoTimestamp // records that follow carry their own
+		if err != nil {
 			return t.opError(s.op, err)
 		}
 	}

@@ -387,3 +387,38 @@ func TestIdleSourceSubtaskDoesNotHoldBackWindows(t *testing.T) {
 		t.Fatalf("got %v; the idle subtask held the watermark back", g)
 	}
 }
+
+// Sliding windows with allowed lateness: a late record within the lateness
+// of one of its windows fires that window again; a record too late for all
+// of its windows goes to the late output.
+func TestSlidingEventTimeWindowsLatenessAndLateData(t *testing.T) {
+	forBackends(t, func(t *testing.T, backend string) {
+		clk := clock.NewManual(time.UnixMilli(0))
+		env := testEnv(t, backend, clk)
+		events := []ev{
+			{"a", 1, 1},  // windows [-5,5) [0,10); wm 0
+			{"a", 12, 2}, // windows [5,15) [10,20); wm 11 fires [-5,5)=1 and [0,10)=1
+			{"a", 3, 4},  // [-5,5) is past its lateness (cleanup 9); [0,10) fires again =5
+			{"a", 30, 8}, // wm 29 fires [5,15)=2, [10,20)=2
+			{"a", 2, 16}, // too late for both its windows: late data
+		}
+		w := Window(eventStream(env, clk, 0, events), SlidingEventTimeWindows(10*time.Millisecond, 5*time.Millisecond)).
+			AllowedLateness(5 * time.Millisecond)
+		sums := ReduceWindows(w, func(a, b ev) ev { return ev{a.Key, 0, a.Val + b.Val} },
+			func(k string, win TimeWindow, e ev) string { return fmt.Sprintf("%s[%d]=%d", k, win.Start, e.Val) })
+		got := &gathered[string]{}
+		late := &gathered[ev]{}
+		SinkTo(sums, got)
+		SinkTo(LateData(w), late)
+		if err := env.Execute(context.Background(), "sliding-late"); err != nil {
+			t.Fatal(err)
+		}
+		want := []string{"a[-5]=1", "a[0]=1", "a[0]=5", "a[10]=2", "a[25]=8", "a[30]=8", "a[5]=2"}
+		if g := got.strings(); !slices.Equal(g, want) {
+			t.Fatalf("got %v, want %v", g, want)
+		}
+		if g := late.strings(); !slices.Equal(g, []string{"{a 2 16}"}) {
+			t.Fatalf("late %v", g)
+		}
+	})
+}

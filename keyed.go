@@ -232,8 +232,11 @@ func (rt *keyedRuntime) setKey(key []byte) {
 	rt.hasKey = true
 }
 
-func (rt *keyedRuntime) fail(name string, err error) {
-	rt.op.Fail(fmt.Errorf("state %q: %w", name, err))
+// check fails the subtask if a state access returned an error.
+func (rt *keyedRuntime) check(name string, err error) {
+	if err != nil {
+		rt.op.Fail(fmt.Errorf("state %q: %w", name, err))
+	}
 }
 
 func (rt *keyedRuntime) checkKey(name string) {

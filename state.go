@@ -77,26 +77,20 @@ func GetValueState[T any](ctx StateContext, d ValueStateDescriptor[T]) (*ValueSt
 func (s *ValueState[T]) Value() (T, bool) {
 	s.rt.checkKey(s.name)
 	v, ok, err := s.s.Get()
-	if err != nil {
-		s.rt.fail(s.name, err)
-	}
+	s.rt.check(s.name, err)
 	return v, ok
 }
 
 // Update sets the current key's value.
 func (s *ValueState[T]) Update(v T) {
 	s.rt.checkKey(s.name)
-	if err := s.s.Update(v); err != nil {
-		s.rt.fail(s.name, err)
-	}
+	s.rt.check(s.name, s.s.Update(v))
 }
 
 // Clear removes the current key's value.
 func (s *ValueState[T]) Clear() {
 	s.rt.checkKey(s.name)
-	if err := s.s.Clear(); err != nil {
-		s.rt.fail(s.name, err)
-	}
+	s.rt.check(s.name, s.s.Clear())
 }
 
 // ListState is a list per key.
@@ -122,42 +116,32 @@ func GetListState[T any](ctx StateContext, d ListStateDescriptor[T]) (*ListState
 func (s *ListState[T]) Get() []T {
 	s.rt.checkKey(s.name)
 	v, err := s.s.Get()
-	if err != nil {
-		s.rt.fail(s.name, err)
-	}
+	s.rt.check(s.name, err)
 	return v
 }
 
 // Add appends v.
 func (s *ListState[T]) Add(v T) {
 	s.rt.checkKey(s.name)
-	if err := s.s.Add(v); err != nil {
-		s.rt.fail(s.name, err)
-	}
+	s.rt.check(s.name, s.s.Add(v))
 }
 
 // AddAll appends vs.
 func (s *ListState[T]) AddAll(vs []T) {
 	s.rt.checkKey(s.name)
-	if err := s.s.AddAll(vs); err != nil {
-		s.rt.fail(s.name, err)
-	}
+	s.rt.check(s.name, s.s.AddAll(vs))
 }
 
 // Update replaces the list with vs.
 func (s *ListState[T]) Update(vs []T) {
 	s.rt.checkKey(s.name)
-	if err := s.s.Update(vs); err != nil {
-		s.rt.fail(s.name, err)
-	}
+	s.rt.check(s.name, s.s.Update(vs))
 }
 
 // Clear removes the current key's list.
 func (s *ListState[T]) Clear() {
 	s.rt.checkKey(s.name)
-	if err := s.s.Clear(); err != nil {
-		s.rt.fail(s.name, err)
-	}
+	s.rt.check(s.name, s.s.Clear())
 }
 
 // MapState is a map per key.
@@ -182,35 +166,27 @@ func GetMapState[K comparable, V any](ctx StateContext, d MapStateDescriptor[K, 
 func (s *MapState[K, V]) Get(k K) (V, bool) {
 	s.rt.checkKey(s.name)
 	v, ok, err := s.s.Get(k)
-	if err != nil {
-		s.rt.fail(s.name, err)
-	}
+	s.rt.check(s.name, err)
 	return v, ok
 }
 
 // Put sets k to v.
 func (s *MapState[K, V]) Put(k K, v V) {
 	s.rt.checkKey(s.name)
-	if err := s.s.Put(k, v); err != nil {
-		s.rt.fail(s.name, err)
-	}
+	s.rt.check(s.name, s.s.Put(k, v))
 }
 
 // Remove deletes k.
 func (s *MapState[K, V]) Remove(k K) {
 	s.rt.checkKey(s.name)
-	if err := s.s.Remove(k); err != nil {
-		s.rt.fail(s.name, err)
-	}
+	s.rt.check(s.name, s.s.Remove(k))
 }
 
 // Contains reports whether k is in the map.
 func (s *MapState[K, V]) Contains(k K) bool {
 	s.rt.checkKey(s.name)
 	ok, err := s.s.Contains(k)
-	if err != nil {
-		s.rt.fail(s.name, err)
-	}
+	s.rt.check(s.name, err)
 	return ok
 }
 
@@ -219,9 +195,7 @@ func (s *MapState[K, V]) Contains(k K) bool {
 func (s *MapState[K, V]) All() iter.Seq2[K, V] {
 	return func(yield func(K, V) bool) {
 		s.rt.checkKey(s.name)
-		if err := s.s.Range(yield); err != nil {
-			s.rt.fail(s.name, err)
-		}
+		s.rt.check(s.name, s.s.Range(yield))
 	}
 }
 
@@ -229,18 +203,14 @@ func (s *MapState[K, V]) All() iter.Seq2[K, V] {
 func (s *MapState[K, V]) IsEmpty() bool {
 	s.rt.checkKey(s.name)
 	ok, err := s.s.IsEmpty()
-	if err != nil {
-		s.rt.fail(s.name, err)
-	}
+	s.rt.check(s.name, err)
 	return ok
 }
 
 // Clear removes the current key's map.
 func (s *MapState[K, V]) Clear() {
 	s.rt.checkKey(s.name)
-	if err := s.s.Clear(); err != nil {
-		s.rt.fail(s.name, err)
-	}
+	s.rt.check(s.name, s.s.Clear())
 }
 
 // ReducingState folds every added element into one value per key.
@@ -266,26 +236,20 @@ func GetReducingState[T any](ctx StateContext, d ValueStateDescriptor[T], reduce
 func (s *ReducingState[T]) Get() (T, bool) {
 	s.rt.checkKey(s.name)
 	v, ok, err := s.s.Get()
-	if err != nil {
-		s.rt.fail(s.name, err)
-	}
+	s.rt.check(s.name, err)
 	return v, ok
 }
 
 // Add folds v in.
 func (s *ReducingState[T]) Add(v T) {
 	s.rt.checkKey(s.name)
-	if err := s.s.Add(v); err != nil {
-		s.rt.fail(s.name, err)
-	}
+	s.rt.check(s.name, s.s.Add(v))
 }
 
 // Clear removes the current key's value.
 func (s *ReducingState[T]) Clear() {
 	s.rt.checkKey(s.name)
-	if err := s.s.Clear(); err != nil {
-		s.rt.fail(s.name, err)
-	}
+	s.rt.check(s.name, s.s.Clear())
 }
 
 // AggregatingState keeps an aggregate's accumulator per key.
@@ -311,24 +275,18 @@ func GetAggregatingState[IN, ACC, OUT any](ctx StateContext, d ValueStateDescrip
 func (s *AggregatingState[IN, OUT]) Get() (OUT, bool) {
 	s.rt.checkKey(s.name)
 	v, ok, err := s.s.Get()
-	if err != nil {
-		s.rt.fail(s.name, err)
-	}
+	s.rt.check(s.name, err)
 	return v, ok
 }
 
 // Add adds v to the current key's accumulator.
 func (s *AggregatingState[IN, OUT]) Add(v IN) {
 	s.rt.checkKey(s.name)
-	if err := s.s.Add(v); err != nil {
-		s.rt.fail(s.name, err)
-	}
+	s.rt.check(s.name, s.s.Add(v))
 }
 
 // Clear removes the current key's accumulator.
 func (s *AggregatingState[IN, OUT]) Clear() {
 	s.rt.checkKey(s.name)
-	if err := s.s.Clear(); err != nil {
-		s.rt.fail(s.name, err)
-	}
+	s.rt.check(s.name, s.s.Clear())
 }

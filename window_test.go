@@ -291,37 +291,50 @@ func (r *idleReader) Close() error { return nil }
 
 // Processing-time windows fire when the (driven) processing time passes
 // their end, not at the end of input.
-func TestTumblingProcessingTimeWindows(t *testing.T) {
-	clk := clock.NewManual(time.UnixMilli(1000))
-	env := testEnv(t, BackendHashMap, clk)
-	events := []ev{{"a", 0, 1}, {"a", 0, 2}, {"b", 0, 5}}
-	src := FromSource(env, idleUntilCanceled{events}).SetParallelism(1).WithCodec(evCodec)
-	w := Window(KeyBy(src, func(e ev) string { return e.Key }), TumblingProcessingTimeWindows(10*time.Millisecond))
-	sums := ReduceWindows(w, func(a, b ev) ev { return ev{a.Key, 0, a.Val + b.Val} },
-		func(k string, win TimeWindow, e ev) string { return fmt.Sprintf("%s[%d]=%d", k, win.Start, e.Val) })
-	sums.SetParallelism(1)
-	got := &gathered[string]{}
-	SinkTo(sums, got).SetParallelism(1)
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- env.Execute(ctx, "processing-time") }()
-	// Once the records are in, two tasks wait on the manual clock: the
-	// source backing off, and the window task for its window's end.
-	deadline := time.Now().Add(10 * time.Second)
-	for clk.Waiters() < 2 && time.Now().Before(deadline) {
-		time.Sleep(time.Millisecond)
-	}
-	if len(got.strings()) != 0 {
-		t.Fatal("processing-time window fired before its end")
-	}
-	clk.Advance(15 * time.Millisecond)
-	for time.Now().Before(deadline) && len(got.strings()) < 2 {
-		time.Sleep(time.Millisecond)
-	}
-	cancel()
-	<-done
-	if g := got.strings(); !slices.Equal(g, []string{"a[1000]=3", "b[1000]=5"}) {
-		t.Fatalf("got %v", g)
+func TestProcessingTimeWindows(t *testing.T) {
+	for _, tc := range []struct {
+		name     string
+		assigner WindowAssigner
+		want     []string
+	}{
+		{"tumbling", TumblingProcessingTimeWindows(10 * time.Millisecond), []string{"a[1000]=3", "b[1000]=5"}},
+		{"sliding", SlidingProcessingTimeWindows(10*time.Millisecond, 5*time.Millisecond),
+			[]string{"a[1000]=3", "a[995]=3", "b[1000]=5", "b[995]=5"}},
+		{"session", ProcessingTimeSessionWindows(10 * time.Millisecond), []string{"a[1000]=3", "b[1000]=5"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			clk := clock.NewManual(time.UnixMilli(1000))
+			env := testEnv(t, BackendHashMap, clk)
+			events := []ev{{"a", 0, 1}, {"a", 0, 2}, {"b", 0, 5}}
+			src := FromSource(env, idleUntilCanceled{events}).SetParallelism(1).WithCodec(evCodec)
+			w := Window(KeyBy(src, func(e ev) string { return e.Key }), tc.assigner)
+			sums := ReduceWindows(w, func(a, b ev) ev { return ev{a.Key, 0, a.Val + b.Val} },
+				func(k string, win TimeWindow, e ev) string { return fmt.Sprintf("%s[%d]=%d", k, win.Start, e.Val) })
+			sums.SetParallelism(1)
+			got := &gathered[string]{}
+			SinkTo(sums, got).SetParallelism(1)
+			ctx, cancel := context.WithCancel(context.Background())
+			done := make(chan error, 1)
+			go func() { done <- env.Execute(ctx, "processing-time") }()
+			// Once the records are in, two tasks wait on the manual clock: the
+			// source backing off, and the window task for its windows' ends.
+			deadline := time.Now().Add(10 * time.Second)
+			for clk.Waiters() < 2 && time.Now().Before(deadline) {
+				time.Sleep(time.Millisecond)
+			}
+			if len(got.strings()) != 0 {
+				t.Fatal("processing-time window fired before its end")
+			}
+			clk.Advance(15 * time.Millisecond)
+			for time.Now().Before(deadline) && len(got.strings()) < len(tc.want) {
+				time.Sleep(time.Millisecond)
+			}
+			cancel()
+			<-done
+			if g := got.strings(); !slices.Equal(g, tc.want) {
+				t.Fatalf("got %v, want %v", g, tc.want)
+			}
+		})
 	}
 }
 

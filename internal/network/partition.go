@@ -22,9 +22,11 @@ var _ Target = (*Channel)(nil)
 // ends with Err; it never reaches user code's callers.
 type CanceledError struct{ Err error }
 
+// Error says the wait for a buffer was canceled.
 func (e *CanceledError) Error() string {
 	return "network: canceled while waiting for a buffer: " + e.Err.Error()
 }
+// Unwrap returns the context's error.
 func (e *CanceledError) Unwrap() error { return e.Err }
 
 // ResultPartition is the sending end of a producer subtask on one output

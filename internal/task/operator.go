@@ -222,6 +222,7 @@ func (e *OperatorError) Error() string {
 	return fmt.Sprintf("operator %q (subtask %d/%d) failed: %v", e.Operator, e.Subtask+1, e.Parallelism, e.Err)
 }
 
+// Unwrap returns the cause.
 func (e *OperatorError) Unwrap() error { return e.Err }
 
 // PanicError is the cause of an OperatorError raised by a panic in user code.
@@ -232,6 +233,7 @@ type PanicError struct {
 	Stack []byte
 }
 
+// Error renders the panic value.
 func (e *PanicError) Error() string { return fmt.Sprintf("panic: %v", e.Value) }
 
 // Unwrap returns the panic value if it is an error.

@@ -26,6 +26,7 @@ type CanceledError struct{ Err error }
 func (e *CanceledError) Error() string {
 	return "network: canceled while waiting for a buffer: " + e.Err.Error()
 }
+
 // Unwrap returns the context's error.
 func (e *CanceledError) Unwrap() error { return e.Err }
 

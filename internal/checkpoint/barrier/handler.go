@@ -1,0 +1,356 @@
+package barrier
+
+import (
+	"fmt"
+	"strings"
+	"time"
+)
+
+// Mode says how a Handler treats barriers.
+type Mode int
+
+const (
+	// ExactlyOnce aligns barriers: a channel that delivered barrier n is
+	// blocked until n arrived on every live channel, so the snapshot sees
+	// exactly the records before barrier n on every input. Flink's
+	// SingleCheckpointBarrierHandler in aligned mode.
+	ExactlyOnce Mode = iota
+	// AtLeastOnce never blocks: it counts barriers per checkpoint, several
+	// checkpoints at a time, and triggers n once it arrived on every live
+	// channel. Records after barrier n on a fast channel are in the snapshot
+	// of n and are replayed after a restore. Flink's CheckpointBarrierTracker.
+	AtLeastOnce
+)
+
+// String returns the mode's name.
+func (m Mode) String() string {
+	switch m {
+	case ExactlyOnce:
+		return "exactly-once"
+	case AtLeastOnce:
+		return "at-least-once"
+	}
+	return fmt.Sprintf("Mode(%d)", int(m))
+}
+
+// MaxTrackedCheckpoints bounds the checkpoints an AtLeastOnce handler tracks
+// at once (Flink's MAX_CHECKPOINTS_TO_TRACK); starting one more aborts the
+// oldest with ReasonTooManyPending.
+const MaxTrackedCheckpoints = 50
+
+// Handler is the barrier state machine of one consumer task. It is not safe
+// for concurrent use: the task goroutine alone calls it. See the package
+// documentation for the semantics and how to apply the actions.
+type Handler struct {
+	mode     Mode
+	ended    []bool
+	live     int // channels not ended
+	blocked  []bool
+	nblocked int
+	// pending are the checkpoints whose barriers are being collected, in
+	// increasing id order; at most one in ExactlyOnce mode.
+	pending []*pendingCheckpoint
+	// latest is the highest checkpoint id seen in a barrier, cancellation
+	// barrier or task abort. An id <= latest that is not pending is settled
+	// (triggered, aborted or given up) and its barriers are ignored.
+	latest  int64
+	actions []Action
+}
+
+type pendingCheckpoint struct {
+	id           int64
+	triggerTime  int64
+	firstArrival int64
+	delivered    []bool // by channel
+	missing      int    // live channels that have not delivered the barrier
+}
+
+// New returns a handler for a task with channels input channels (all input
+// gates of the task numbered consecutively) in the given mode.
+func New(channels int, mode Mode) *Handler {
+	if channels < 1 {
+		panic("barrier: a handler needs at least one input channel")
+	}
+	if mode != ExactlyOnce && mode != AtLeastOnce {
+		panic(fmt.Sprintf("barrier: unsupported mode %v", mode))
+	}
+	return &Handler{
+		mode:    mode,
+		ended:   make([]bool, channels),
+		live:    channels,
+		blocked: make([]bool, channels),
+	}
+}
+
+// Actions returns the actions produced since the last call, in the order the
+// task must apply them, and forgets them. The caller owns the slice.
+func (h *Handler) Actions() []Action {
+	a := h.actions
+	h.actions = nil
+	return a
+}
+
+// OnBarrier handles the barrier of checkpoint id, triggered by the
+// coordinator at triggerTime, arriving on channel ch at now (both Unix
+// milliseconds).
+func (h *Handler) OnBarrier(ch int, id int64, triggerTime int64, now int64) {
+	if !h.checkLive(ch, "barrier", id) {
+		return
+	}
+	i := h.find(id)
+	if i < 0 {
+		if id <= h.latest {
+			return // stale: id already triggered or aborted here
+		}
+		if h.mode == ExactlyOnce && len(h.pending) > 0 {
+			h.abortOlder(id, func(n int64) string {
+				return fmt.Sprintf("Received checkpoint barrier for checkpoint %d before completing current checkpoint %d. Skipping current checkpoint.", id, n)
+			})
+			h.unblockAll()
+		}
+		h.latest = id
+		h.pending = append(h.pending, &pendingCheckpoint{
+			id:           id,
+			triggerTime:  triggerTime,
+			firstArrival: now,
+			delivered:    make([]bool, len(h.ended)),
+			missing:      h.live,
+		})
+		i = len(h.pending) - 1
+		if len(h.pending) > MaxTrackedCheckpoints {
+			old := h.pending[0].id
+			h.abortAt(0, ReasonTooManyPending, fmt.Sprintf("Tracking more than %d concurrent checkpoints. Skipping checkpoint %d.", MaxTrackedCheckpoints, old), nil)
+			i--
+		}
+	} else if h.pending[i].delivered[ch] {
+		h.fail(fmt.Errorf("channel %d, checkpoint %d: %w", ch, id, ErrDuplicateBarrier))
+		return
+	}
+	p := h.pending[i]
+	p.delivered[ch] = true
+	p.missing--
+	if p.missing == 0 {
+		h.trigger(i, now)
+		return
+	}
+	if h.mode == ExactlyOnce {
+		h.blocked[ch] = true
+		h.nblocked++
+		h.emit(Block{Ch: ch})
+	}
+}
+
+// OnCancelBarrier handles a cancellation barrier for checkpoint id arriving on
+// channel ch: an upstream task aborted id. If id is pending it is aborted; if
+// id is newer than anything seen it is aborted (and every older pending
+// checkpoint with it) so that its barriers are ignored when they come. A
+// cancellation barrier for a settled id is ignored, so each abort is reported
+// and forwarded once. now is unused by the two modes; the alignment timeout
+// of unaligned checkpoints will need it.
+func (h *Handler) OnCancelBarrier(ch int, id int64, now int64) {
+	if !h.checkLive(ch, "cancellation barrier", id) {
+		return
+	}
+	h.cancel(id, ReasonCancellationBarrier,
+		fmt.Sprintf("Received cancellation barrier for checkpoint %d from input channel %d.", id, ch), nil,
+		func(n int64) string {
+			return fmt.Sprintf("Received cancellation barrier for checkpoint %d before completing current checkpoint %d. Skipping current checkpoint.", id, n)
+		})
+}
+
+// OnEndOfPartition handles the end of channel ch. An ended channel no longer
+// has to deliver barriers: if it was the last one a pending checkpoint waited
+// for, that checkpoint triggers now.
+func (h *Handler) OnEndOfPartition(ch int, now int64) {
+	if !h.checkLive(ch, "end of partition", 0) {
+		return
+	}
+	h.ended[ch] = true
+	h.live--
+	for _, p := range h.pending {
+		if !p.delivered[ch] {
+			p.missing--
+		}
+	}
+	for {
+		i := 0
+		for i < len(h.pending) && h.pending[i].missing > 0 {
+			i++
+		}
+		if i == len(h.pending) {
+			return
+		}
+		h.trigger(i, now)
+	}
+}
+
+// AbortFromTask aborts checkpoint id on the task's behalf (its snapshot could
+// not start, or the coordinator aborted id). It behaves like a cancellation
+// barrier: the pending checkpoint id (and every older one) is aborted, a
+// newer id is remembered as aborted, and the Abort carries reason as Cause.
+// A settled id is ignored: if id already triggered, the task owns its
+// snapshot and declines it itself.
+func (h *Handler) AbortFromTask(id int64, reason error) {
+	h.cancel(id, ReasonTask, fmt.Sprintf("Task aborted checkpoint %d: %v", id, reason), reason,
+		func(n int64) string {
+			return fmt.Sprintf("Task aborted checkpoint %d before completing current checkpoint %d. Skipping current checkpoint.", id, n)
+		})
+}
+
+// cancel aborts id (and every older pending checkpoint) unless id is settled.
+func (h *Handler) cancel(id int64, reason Reason, msg string, cause error, subsumed func(n int64) string) {
+	if h.find(id) < 0 && id <= h.latest {
+		return
+	}
+	h.abortOlder(id, subsumed)
+	if i := h.find(id); i >= 0 {
+		h.pending = append(h.pending[:i], h.pending[i+1:]...)
+	}
+	h.latest = max(h.latest, id)
+	h.emit(Abort{ID: id, Reason: reason, Message: msg, Cause: cause}, ForwardCancelBarrier{ID: id})
+	if h.mode == ExactlyOnce {
+		h.unblockAll()
+	}
+}
+
+// trigger completes pending[i]: older pending checkpoints can no longer
+// complete (a channel skipped them), so they are aborted first.
+func (h *Handler) trigger(i int, now int64) {
+	p := h.pending[i]
+	h.abortOlder(p.id, func(n int64) string {
+		return fmt.Sprintf("Received all barriers for checkpoint %d before completing checkpoint %d. Skipping checkpoint %d.", p.id, n, n)
+	})
+	h.pending = h.pending[1:] // p is first now
+	if len(h.pending) == 0 {
+		h.pending = nil
+	}
+	h.emit(TriggerSnapshot{
+		ID:          p.id,
+		TriggerTime: p.triggerTime,
+		StartDelay:  time.Duration(max(0, p.firstArrival-p.triggerTime)) * time.Millisecond,
+		Alignment:   time.Duration(max(0, now-p.firstArrival)) * time.Millisecond,
+	})
+	if h.mode == ExactlyOnce {
+		h.unblockAll()
+	}
+}
+
+// abortOlder aborts every pending checkpoint older than id, oldest first.
+func (h *Handler) abortOlder(id int64, msg func(n int64) string) {
+	for len(h.pending) > 0 && h.pending[0].id < id {
+		h.abortAt(0, ReasonSubsumed, msg(h.pending[0].id), nil)
+	}
+}
+
+func (h *Handler) abortAt(i int, reason Reason, msg string, cause error) {
+	id := h.pending[i].id
+	h.pending = append(h.pending[:i], h.pending[i+1:]...)
+	h.emit(Abort{ID: id, Reason: reason, Message: msg, Cause: cause}, ForwardCancelBarrier{ID: id})
+}
+
+func (h *Handler) unblockAll() {
+	for ch, b := range h.blocked {
+		if b {
+			h.blocked[ch] = false
+			h.emit(Unblock{Ch: ch})
+		}
+	}
+	h.nblocked = 0
+}
+
+func (h *Handler) find(id int64) int {
+	for i, p := range h.pending {
+		if p.id == id {
+			return i
+		}
+	}
+	return -1
+}
+
+// checkLive panics on a channel out of range (a bug in the task) and reports
+// an event on an ended channel (a bug upstream) as a Fail action.
+func (h *Handler) checkLive(ch int, what string, id int64) bool {
+	if ch < 0 || ch >= len(h.ended) {
+		panic(fmt.Sprintf("barrier: channel %d out of range [0,%d)", ch, len(h.ended)))
+	}
+	if h.ended[ch] {
+		if id != 0 {
+			what = fmt.Sprintf("%s %d", what, id)
+		}
+		h.fail(fmt.Errorf("channel %d, %s: %w", ch, what, ErrChannelEnded))
+		return false
+	}
+	return true
+}
+
+func (h *Handler) fail(err error) { h.emit(Fail{Err: err}) }
+
+func (h *Handler) emit(a ...Action) { h.actions = append(h.actions, a...) }
+
+// String describes the handler's state for logs and tests: the blocked
+// channels, the ended channels and each pending checkpoint with the channels
+// that delivered its barrier.
+func (h *Handler) String() string {
+	var sb strings.Builder
+	list := func(name string, set []bool) {
+		fmt.Fprintf(&sb, "%s=[", name)
+		sep := ""
+		for ch, in := range set {
+			if in {
+				fmt.Fprintf(&sb, "%s%d", sep, ch)
+				sep = " "
+			}
+		}
+		sb.WriteString("]")
+	}
+	list("blocked", h.blocked)
+	sb.WriteString(" ")
+	list("ended", h.ended)
+	fmt.Fprintf(&sb, " latest=%d pending=[", h.latest)
+	for i, p := range h.pending {
+		if i > 0 {
+			sb.WriteString(" ")
+		}
+		fmt.Fprintf(&sb, "%d:", p.id)
+		list("got", p.delivered)
+	}
+	sb.WriteString("]")
+	return sb.String()
+}
+
+// check verifies the handler's internal invariants (for tests).
+func (h *Handler) check() error {
+	live, nblocked := 0, 0
+	for ch := range h.ended {
+		if !h.ended[ch] {
+			live++
+		}
+		if h.blocked[ch] {
+			nblocked++
+			if h.mode != ExactlyOnce || len(h.pending) != 1 || !h.pending[0].delivered[ch] {
+				return fmt.Errorf("channel %d blocked without an alignment it delivered to: %s", ch, h)
+			}
+		}
+	}
+	if live != h.live || nblocked != h.nblocked {
+		return fmt.Errorf("live %d/%d, blocked %d/%d: %s", live, h.live, nblocked, h.nblocked, h)
+	}
+	if h.mode == ExactlyOnce && len(h.pending) > 1 {
+		return fmt.Errorf("exactly-once handler aligns %d checkpoints: %s", len(h.pending), h)
+	}
+	for i, p := range h.pending {
+		if p.id > h.latest || (i > 0 && p.id <= h.pending[i-1].id) {
+			return fmt.Errorf("pending checkpoints out of order: %s", h)
+		}
+		missing := 0
+		for ch, d := range p.delivered {
+			if !d && !h.ended[ch] {
+				missing++
+			}
+		}
+		if missing != p.missing || missing == 0 {
+			return fmt.Errorf("checkpoint %d missing %d, counted %d: %s", p.id, missing, p.missing, h)
+		}
+	}
+	return nil
+}

@@ -77,7 +77,9 @@ import (
 // on the same stored state; handles have their own namespace. Registering
 // it with another kind, other types or another TTL configuration fails with
 // an error wrapping ErrIncompatibleState. The codec of the first
-// registration is kept.
+// registration is kept. A state restored by Restore waits, encoded, in
+// pending until its first registration decodes it with the descriptor's
+// codecs (see snapshot_heap.go).
 //
 // A HeapBackend is not safe for concurrent use, except for the snapshots it
 // hands out. Its state methods never return an error.
@@ -93,6 +95,9 @@ type HeapBackend struct {
 
 	states []heapState
 	byName map[string]heapState
+	// pending holds the states restored (Restore) and not registered yet,
+	// by name; registration adopts and removes them.
+	pending map[string]*heapPending
 
 	// epoch counts snapshots: snapshot n freezes epoch n and starts epoch
 	// n+1. A map created or copied in epoch e may be seen by every snapshot
@@ -163,6 +168,7 @@ func (b *HeapBackend) KeyGroupRange() (start, end int) { return b.start, b.end }
 func (b *HeapBackend) Close() error {
 	b.states = nil
 	b.byName = nil
+	b.pending = nil
 	b.cleanup = cleanupCursor{table: -1}
 	b.bgCleanup = 0
 	return nil
@@ -190,6 +196,11 @@ type heapState interface {
 	// table i, if it still exists, and returns how many values, list
 	// elements or map entries it removed.
 	cleanupKey(i int, k string, now int64) int
+	// snapKind is the state's kind in snapshot streams.
+	snapKind() snapKind
+	// adopt decodes restored entries into the state, which is being
+	// registered and holds nothing yet.
+	adopt(p *heapPending) error
 }
 
 // register returns the state registered as name, or registers the one
@@ -210,6 +221,9 @@ func register[S heapState](b *HeapBackend, name string, ttl TTLConfig, describe 
 		return zero, fmt.Errorf("state %q: backend is closed", name)
 	}
 	s := create()
+	if err := b.adoptPending(name, s, ttl); err != nil {
+		return zero, err
+	}
 	b.byName[name] = s
 	b.states = append(b.states, s)
 	if backgroundCleanup(s) {

@@ -27,6 +27,8 @@ type valueStore[E any] struct {
 	// encode appends the encoding of a stored value and returns its
 	// timestamp, for snapshots.
 	encode func(dst []byte, e E) ([]byte, int64)
+	// decode decodes a restored value and its timestamp (see adopt).
+	decode func(src []byte, ts int64) (E, error)
 	// expired reports whether e expired at now; nil without TTL.
 	expired func(e E, now int64) bool
 }
@@ -55,8 +57,12 @@ func newHeapValue[T any](b *HeapBackend, d ValueDescriptor[T]) (Value[T], error)
 		s, err := register(b, d.Name, d.TTL, desc, func() *valueStore[stamped[T]] {
 			return &valueStore[stamped[T]]{
 				b: b, name: d.Name, desc: desc, ttl: ttl,
-				tables:  make([]table[valueEntry[stamped[T]]], b.numTables()),
-				encode:  func(dst []byte, e stamped[T]) ([]byte, int64) { return d.Codec.Append(dst, e.v), e.ts },
+				tables: make([]table[valueEntry[stamped[T]]], b.numTables()),
+				encode: func(dst []byte, e stamped[T]) ([]byte, int64) { return d.Codec.Append(dst, e.v), e.ts },
+				decode: func(src []byte, ts int64) (stamped[T], error) {
+					v, err := snapDecodeExact(d.Codec, src)
+					return stamped[T]{v, ts}, err
+				},
 				expired: func(e stamped[T], now int64) bool { return ttl.Expired(e.ts, now) },
 			}
 		})
@@ -70,6 +76,7 @@ func newHeapValue[T any](b *HeapBackend, d ValueDescriptor[T]) (Value[T], error)
 			b: b, name: d.Name, desc: desc,
 			tables: make([]table[valueEntry[T]], b.numTables()),
 			encode: func(dst []byte, v T) ([]byte, int64) { return d.Codec.Append(dst, v), 0 },
+			decode: func(src []byte, _ int64) (T, error) { return snapDecodeExact(d.Codec, src) },
 		}
 	})
 	if err != nil {

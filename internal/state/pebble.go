@@ -105,6 +105,12 @@ type pebbleState struct {
 	// elemLen returns the length of the codec encoding at the start of src
 	// (list states only).
 	elemLen func(src []byte) (int, error)
+	// restored marks a state that Restore created and no descriptor has
+	// registered yet: its entries are stored under id, but only its kind
+	// and whether it has TTL (restoredTTL) are known; typ, typ2, ttl and
+	// elemLen are unset. The first registration fills them in.
+	restored    bool
+	restoredTTL bool
 }
 
 // NewPebbleBackend opens an empty Pebble backend in opts.Dir. The directory
@@ -200,9 +206,14 @@ func (b *PebbleBackend) Close() error {
 	return err
 }
 
-// register finds or adds the registration of a state.
+// register finds or adds the registration of a state. The first
+// registration of a state that Restore created completes it (see
+// adoptRestored).
 func (b *PebbleBackend) register(name string, kind pebbleKind, typ, typ2 reflect.Type, ttl TTLConfig) (*pebbleState, error) {
 	if st, ok := b.states[name]; ok {
+		if st.restored {
+			return b.adoptRestored(st, kind, typ, typ2, ttl)
+		}
 		if st.kind != kind || st.typ != typ || st.typ2 != typ2 {
 			return nil, fmt.Errorf("%w: state %q is a %s, not a %s", ErrIncompatibleState, name, st.describe(), (&pebbleState{kind: kind, typ: typ, typ2: typ2}).describe())
 		}

@@ -12,15 +12,20 @@
 // Two backends implement the interface:
 //
 //   - HeapBackend keeps typed values in Go maps, one map per state and key
-//     group. Snapshots (a later issue) freeze a key group's maps and copy a
-//     map on its first write after a snapshot, so the synchronous part of a
-//     snapshot only copies map references.
+//     group. Snapshots freeze a key group's maps and copy a map on its
+//     first write after a snapshot, so the synchronous part of a snapshot
+//     only copies map references.
 //   - PebbleBackend keeps encoded values in one Pebble database per subtask
 //     under a local directory, with keys laid out
 //     key group (2 bytes, big endian) | state id (2 bytes, big endian) |
 //     uvarint(len(key)) | key | uvarint(len(namespace)) | namespace
 //     [| map user key], so that a key-group range is one contiguous key
 //     range.
+//
+// TakeSnapshot and Restore (snapshot.go) write and read a backend's keyed
+// state as a backend-independent stream ordered by key group, which a
+// backend of either kind, owning any sub-range of the key groups, can
+// restore; restored states are adopted when the operators register them.
 //
 // State methods return an error only for failures of the storage itself (an
 // I/O error, corrupt bytes); the heap backend never fails.

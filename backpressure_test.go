@@ -2,8 +2,10 @@ package weir
 
 import (
 	"context"
+	"errors"
 	"io"
 	"log/slog"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -100,4 +102,63 @@ func TestBackpressureBoundsMemory(t *testing.T) {
 		t.Fatalf("source ran ahead: emitted %d, consumed %d", e, c)
 	}
 	t.Logf("%d samples, worst in flight %d records (bound %d), sink consumed %d", samples, worst, maxInFlight, consumed.Load())
+}
+
+type blockedSink struct{ release chan struct{} }
+
+func (s blockedSink) CreateWriter(SinkContext) (SinkWriter[int64], error) { return s, nil }
+func (s blockedSink) Write(int64) error                                   { <-s.release; return nil }
+func (s blockedSink) Flush() error                                        { return nil }
+func (s blockedSink) Close() error                                        { return nil }
+
+// Mail reaches a source even while it is fully backpressured (its consumer
+// does not consume at all), and a failing mail fails the job with an error
+// naming the task's operator.
+func TestMailIsServedUnderBackpressure(t *testing.T) {
+	env := NewEnvironment(Options{Parallelism: 1, BufferSize: 1024,
+		Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	var emitted atomic.Int64
+	s := FromSource(env, countingSource{&emitted}).Name("numbers")
+	release := make(chan struct{})
+	SinkTo(s.Rebalance(), blockedSink{release})
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	j, err := env.deploy(ctx, "mail")
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- j.Run() }()
+	// Wait until the source is stuck: its pool is exhausted.
+	for prev := int64(-1); ; time.Sleep(20 * time.Millisecond) {
+		e := emitted.Load()
+		if e == prev && e > 0 {
+			break
+		}
+		prev = e
+	}
+	ran := make(chan struct{})
+	if !j.Post(0, 0, func() error { close(ran); return nil }) {
+		t.Fatal("no subtask 0 of vertex 0")
+	}
+	select {
+	case <-ran:
+	case <-time.After(5 * time.Second):
+		t.Fatal("mail to a backpressured source was not served")
+	}
+	if j.Post(7, 0, func() error { return nil }) {
+		t.Fatal("Post to a missing vertex reported success")
+	}
+	failed := make(chan struct{})
+	j.Post(0, 0, func() error { close(failed); return errors.New("mail failed") })
+	<-failed
+	close(release) // the sink is stuck in user code until then
+	select {
+	case err := <-done:
+		if err == nil || !strings.Contains(err.Error(), "mail failed") || !strings.Contains(err.Error(), "numbers") {
+			t.Fatalf("err = %v", err)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("a failing mail did not fail the job")
+	}
 }

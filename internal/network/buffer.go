@@ -183,14 +183,24 @@ func (p *Pool) Available() bool {
 
 // WaitAvailable blocks until Request would return at once, or ctx ends.
 func (p *Pool) WaitAvailable(ctx context.Context) error {
+	_, err := p.WaitAvailableOr(ctx, nil)
+	return err
+}
+
+// WaitAvailableOr is WaitAvailable that also returns, with interrupted set,
+// when interrupt receives a value (the task's mailbox), so that a
+// backpressured task can still serve control messages.
+func (p *Pool) WaitAvailableOr(ctx context.Context, interrupt <-chan struct{}) (interrupted bool, err error) {
 	if p.Available() {
-		return nil
+		return false, nil
 	}
 	select {
 	case b := <-p.free:
 		p.spare = b
-		return nil
+		return false, nil
+	case <-interrupt:
+		return true, nil
 	case <-ctx.Done():
-		return ctx.Err()
+		return false, ctx.Err()
 	}
 }

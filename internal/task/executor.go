@@ -140,6 +140,7 @@ func (j *Job) buildTask(v *graph.Vertex, index int, gates map[*graph.Vertex][]*n
 	n := len(v.Nodes)
 	t := &task{
 		name:          fmt.Sprintf("%s (%d/%d)", v.Name(), index+1, v.Parallelism),
+		vertex:        v.ID,
 		index:         index,
 		tracker:       &Tracker{Timestamp: NoTimestamp},
 		bufferTimeout: j.opts.BufferTimeout,
@@ -328,6 +329,20 @@ func Execute(ctx context.Context, jg *graph.JobGraph, opts Options) error {
 		return err
 	}
 	return j.Run()
+}
+
+// Post queues m to run on the goroutine of subtask subtask of vertex
+// vertex (graph.Vertex.ID), between input buffers or source batches, also
+// while the subtask is idle or backpressured. It reports false if there is
+// no such subtask.
+func (j *Job) Post(vertex, subtask int, m Mail) bool {
+	for _, t := range j.tasks {
+		if t.vertex == vertex && t.index == subtask {
+			t.mail.post(m)
+			return true
+		}
+	}
+	return false
 }
 
 // NetworkMemory returns the bytes of network buffers the job's pools have

@@ -17,6 +17,7 @@ import (
 // task is one subtask: a chain of operators fed by a source or an input gate.
 type task struct {
 	name          string
+	vertex        int
 	index         int
 	ops           []Operator
 	ctxs          []*OpContext
@@ -42,9 +43,11 @@ type task struct {
 
 	timers scheduleHeap // processing-time callbacks
 	seq    int64
+	mail   *mailbox
 }
 
 func (t *task) init() {
+	t.mail = newMailbox()
 	n := len(t.ops)
 	t.opWM = make([]int64, n)
 	for i := range t.opWM {
@@ -180,15 +183,37 @@ func (t *task) tick() error {
 	return nil
 }
 
-// awaitOutputs blocks while an output has no free buffer, so that the task
-// does not start work it cannot hand on (backpressure), unless ctx ends.
-func (t *task) awaitOutputs(ctx context.Context) error {
-	for _, rp := range t.partitions {
-		if err := rp.Pool().WaitAvailable(ctx); err != nil {
-			return t.canceled(ctx)
+// serveMail runs every mail posted so far, in order.
+func (t *task) serveMail() error {
+	for _, m := range t.mail.take() {
+		t.tracker.Cur = 0
+		t.tracker.Timestamp = NoTimestamp
+		if err := m(); err != nil {
+			return t.opError(0, err)
 		}
 	}
 	return nil
+}
+
+// awaitOutputs blocks while an output has no free buffer, so that the task
+// does not start work it cannot hand on (backpressure), unless ctx ends.
+// Mail is served meanwhile.
+func (t *task) awaitOutputs(ctx context.Context) error {
+	for _, rp := range t.partitions {
+		for {
+			interrupted, err := rp.Pool().WaitAvailableOr(ctx, t.mail.notify)
+			if err != nil {
+				return t.canceled(ctx)
+			}
+			if !interrupted {
+				break
+			}
+			if err := t.serveMail(); err != nil {
+				return err
+			}
+		}
+	}
+	return t.serveMail()
 }
 
 // wait blocks until ready fires, the next scheduled callback is due, or ctx
@@ -213,6 +238,8 @@ func (t *task) wait(ctx context.Context, ready <-chan struct{}, backoff time.Dur
 	select {
 	case <-ready:
 	case <-tc:
+	case <-t.mail.notify:
+		return t.serveMail()
 	case <-ctx.Done():
 		return t.canceled(ctx)
 	}

@@ -113,7 +113,7 @@ func KeyedProcess[K, IN, OUT any](ks *KeyedStream[K, IN], newFn func() KeyedProc
 			return task.Built{}, errors.New("KeyedProcess: the function factory returned nil")
 		}
 		op := &keyedProcessOp[K, IN, OUT]{opBase: newOpBase(ctx), fn: fn, ks: ks}
-		op.rt = newKeyedRuntime(ctx, env.opts, ks.keyCodec)
+		op.rt = newKeyedRuntime(ctx, env.opts)
 		op.kctx = &KeyedContext[K, OUT]{rt: op.rt, out: out, ops: op.opState}
 		op.rt.onTimer = op.onTimer
 		return task.Built{Op: op, Input: network.Output[IN](op)}, nil
@@ -195,7 +195,7 @@ const (
 	stateCleanupBudget   = 1000
 )
 
-func newKeyedRuntime[K any](op *task.OpContext, opts Options, _ codec.Codec[K]) *keyedRuntime {
+func newKeyedRuntime(op *task.OpContext, opts Options) *keyedRuntime {
 	return &keyedRuntime{op: op, opts: opts, timers: timer.NewService(), ptWakeup: map[int64]bool{}}
 }
 

@@ -336,7 +336,7 @@ func applyWindow[K, IN, OUT any](w *WindowedStream[K, IN], name string,
 		if len(outs) > 1 {
 			op.late = outs[1].(network.Output[IN])
 		}
-		op.rt = newKeyedRuntime(ctx, env.opts, w.ks.keyCodec)
+		op.rt = newKeyedRuntime(ctx, env.opts)
 		op.rt.onTimer = op.onTimer
 		op.newContents = newContents
 		return task.Built{Op: op, Input: network.Output[IN](op)}, nil

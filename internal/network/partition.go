@@ -159,11 +159,18 @@ type RecordWriter[T any] struct {
 	rp      *ResultPartition
 	enc     Encoder[T]
 	scratch []byte
+	// slack is the free space below which a record is encoded into scratch
+	// and copied, instead of straight into the buffer: appending past a
+	// buffer's capacity would make append allocate a bigger array. It grows
+	// to the largest record seen.
+	slack int
 }
+
+const minSlack = 256
 
 // NewRecordWriter returns a writer encoding with enc into rp.
 func NewRecordWriter[T any](rp *ResultPartition, enc Encoder[T]) *RecordWriter[T] {
-	return &RecordWriter[T]{rp: rp, enc: enc}
+	return &RecordWriter[T]{rp: rp, enc: enc, slack: minSlack}
 }
 
 // Partition returns the writer's result partition.
@@ -180,11 +187,18 @@ func (w *RecordWriter[T]) Emit(sub int, v T) {
 		rp.cur[sub] = b
 	}
 	n := len(b.Data)
+	if cap(b.Data)-n < w.slack {
+		w.scratch = w.enc.Append(w.scratch[:0], v)
+		w.slack = max(w.slack, min(len(w.scratch), cap(b.Data)))
+		rp.appendEncoded(sub, w.scratch)
+		return
+	}
 	d := w.enc.Append(b.Data, v)
 	if cap(d) == cap(b.Data) { // fits: append did not reallocate
 		b.Data = b.Data[:len(d)] // same array: store the length only, no write barrier
 		return
 	}
+	w.slack = max(w.slack, min(len(d)-n, cap(b.Data)))
 	rp.overflow(sub, n, d[n:])
 }
 

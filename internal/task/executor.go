@@ -11,6 +11,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/weirstream/weir/internal/checkpoint/barrier"
 	"github.com/weirstream/weir/internal/clock"
 	"github.com/weirstream/weir/internal/graph"
 	"github.com/weirstream/weir/internal/keygroup"
@@ -85,6 +86,7 @@ func (o *Options) ensureDefaults() {
 // Job is a deployed job graph: every subtask built and wired, not yet
 // running.
 type Job struct {
+	acks     chan Ack
 	stateDir string
 	graph    *graph.JobGraph
 	tasks    []*task
@@ -98,7 +100,7 @@ type Job struct {
 func Deploy(ctx context.Context, jg *graph.JobGraph, opts Options) (*Job, error) {
 	opts.ensureDefaults()
 	jctx, stop := context.WithCancelCause(ctx)
-	j := &Job{graph: jg, opts: opts, ctx: jctx, stop: stop}
+	j := &Job{graph: jg, opts: opts, ctx: jctx, stop: stop, acks: make(chan Ack, 1024)}
 	// Each run gets its own state directory, so concurrent runs of a job do
 	// not collide; Run deletes it at the end.
 	var suffix [6]byte
@@ -218,8 +220,10 @@ func (j *Job) buildTask(v *graph.Vertex, index int, gates map[*graph.Vertex][]*n
 	if src, ok := t.ops[0].(SourceDriver); ok && v.Head().Source {
 		t.source = src
 	}
+	t.acks = j.acks
 	if gs := gates[v]; gs != nil {
 		t.gate = gs[index]
+		t.barriers = barrier.New(t.gate.NumChannels(), barrier.ExactlyOnce)
 		t.readers = make([]network.BufferReader, t.gate.NumChannels())
 		for _, e := range v.Inputs {
 			r, err := e.From.Impl.(NodeImpl).Output(e.Output).NewReader(inputs[e.To], e.Timestamped, t.tracker)

@@ -9,6 +9,7 @@ import (
 	"runtime/debug"
 	"time"
 
+	"github.com/weirstream/weir/internal/checkpoint/barrier"
 	"github.com/weirstream/weir/internal/clock"
 	"github.com/weirstream/weir/internal/network"
 	"github.com/weirstream/weir/internal/watermark"
@@ -44,6 +45,9 @@ type task struct {
 	timers scheduleHeap // processing-time callbacks
 	seq    int64
 	mail   *mailbox
+
+	barriers *barrier.Handler // for tasks with inputs
+	acks     chan<- Ack
 }
 
 func (t *task) init() {
@@ -299,8 +303,17 @@ func (t *task) runInput(ctx context.Context) error {
 			continue
 		}
 		if b.Kind == network.KindEvent {
-			if b.Event.Kind == network.EventEndOfPartition {
+			switch b.Event.Kind {
+			case network.EventBarrier, network.EventCancelBarrier:
+				if err := t.handleBarrierEvent(ch, b.Event); err != nil {
+					return err
+				}
+				continue
+			case network.EventEndOfPartition:
 				live--
+				if err := t.handleBarrierEvent(ch, b.Event); err != nil {
+					return err
+				}
 			}
 			if err := t.handleEvent(ch, b.Event); err != nil {
 				return err

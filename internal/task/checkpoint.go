@@ -73,7 +73,10 @@ func (t *task) ack(a Ack) {
 		return
 	}
 	a.Vertex, a.Subtask = t.vertex, t.index
-	t.acks <- a
+	select {
+	case t.acks <- a:
+	case <-t.ctx.Done(): // nobody reads acks any more: the job is ending
+	}
 }
 
 // handleBarrierEvent feeds a barrier-related event of channel ch to the

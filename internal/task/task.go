@@ -48,6 +48,7 @@ type task struct {
 
 	barriers *barrier.Handler // for tasks with inputs
 	acks     chan<- Ack
+	ctx      context.Context // the job's, set by run
 }
 
 func (t *task) init() {
@@ -70,6 +71,7 @@ func (t *task) init() {
 
 // run executes the subtask to the end of its input, a failure or ctx's end.
 func (t *task) run(ctx context.Context) (err error) {
+	t.ctx = ctx
 	opened := 0
 	defer func() {
 		if r := recover(); r != nil {

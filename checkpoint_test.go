@@ -12,6 +12,7 @@ import (
 	"github.com/weirstream/weir/codec"
 	"github.com/weirstream/weir/internal/graph"
 	"github.com/weirstream/weir/internal/network"
+	"github.com/weirstream/weir/internal/state"
 	"github.com/weirstream/weir/internal/task"
 )
 
@@ -135,3 +136,25 @@ func (r *seqReader) ReadBatch(out Collector[int64]) (ReadStatus, error) {
 	return MoreAvailable, nil
 }
 func (r *seqReader) Close() error { return nil }
+
+// At a checkpoint a source stores the state of its unfinished splits in its
+// operator state.
+func TestSourceSnapshotStoresSplits(t *testing.T) {
+	op := &sourceOp[int64]{opBase: opBase{opState: newOperatorState(func(err error) { t.Fatal(err) })}}
+	op.reader = &checkpointedStub{}
+	if err := op.SnapshotState(1); err != nil {
+		t.Fatal(err)
+	}
+	l, err := op.opState.store.List(sourceSplitsState, state.SplitDistribute)
+	if err != nil || len(l.Elements) != 2 || string(l.Elements[1]) != "b" {
+		t.Fatalf("stored %v, %v", l, err)
+	}
+}
+
+type checkpointedStub struct{}
+
+func (checkpointedStub) ReadBatch(Collector[int64]) (ReadStatus, error) { return EndOfInput, nil }
+func (checkpointedStub) Close() error                                   { return nil }
+func (checkpointedStub) SnapshotSplits() ([][]byte, error) {
+	return [][]byte{[]byte("a"), []byte("b")}, nil
+}

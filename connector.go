@@ -21,6 +21,11 @@ type SourceContext struct {
 	// Operator is the source operator's name.
 	Operator string
 	Logger   *slog.Logger
+	// RestoredSplits are the states of the splits this subtask resumes
+	// after a restore, as CheckpointedReader.SnapshotSplits returned them
+	// (possibly from other subtasks, when the parallelism changed); nil on a
+	// fresh start, when the source decides the subtask's splits itself.
+	RestoredSplits [][]byte
 
 	state *operatorState
 }
@@ -51,6 +56,19 @@ type SourceReader[T any] interface {
 	ReadBatch(out Collector[T]) (ReadStatus, error)
 	// Close releases the reader's resources.
 	Close() error
+}
+
+// CheckpointedReader is implemented by readers whose position can be
+// checkpointed. A source is divided into splits (a range of numbers, a
+// byte range of a file, a partition of a topic); a reader works through the
+// splits it was given, and its position is the state of each split it has
+// not finished. On restore, split states are redistributed among the new
+// subtasks, each kept whole, and passed in SourceContext.RestoredSplits.
+type CheckpointedReader interface {
+	// SnapshotSplits returns the state of every unfinished split, taken
+	// between two ReadBatch calls: resuming from it emits exactly the
+	// records not emitted yet.
+	SnapshotSplits() ([][]byte, error)
 }
 
 // ReadyNotifier is implemented by readers that can say when data arrives

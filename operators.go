@@ -1,8 +1,11 @@
 package weir
 
 import (
+	"fmt"
+
 	"github.com/weirstream/weir/internal/graph"
 	"github.com/weirstream/weir/internal/network"
+	"github.com/weirstream/weir/internal/state"
 	"github.com/weirstream/weir/internal/task"
 )
 
@@ -59,6 +62,30 @@ func (s *sourceOp[T]) Ready() <-chan struct{} {
 	if rn, ok := s.reader.(ReadyNotifier); ok {
 		return rn.Ready()
 	}
+	return nil
+}
+
+// sourceSplitsState is the operator list state a source keeps its readers'
+// split states in.
+const sourceSplitsState = "source-splits"
+
+// SnapshotState stores the reader's unfinished splits, if it is
+// checkpointed, in the operator's list state: the position a restore
+// resumes from.
+func (s *sourceOp[T]) SnapshotState(int64) error {
+	cr, ok := s.reader.(CheckpointedReader)
+	if !ok {
+		return nil
+	}
+	splits, err := cr.SnapshotSplits()
+	if err != nil {
+		return fmt.Errorf("snapshot source splits: %w", err)
+	}
+	l, err := s.opState.store.List(sourceSplitsState, state.SplitDistribute)
+	if err != nil {
+		return err
+	}
+	l.Elements = splits
 	return nil
 }
 

@@ -1,6 +1,7 @@
 package jobs
 
 import (
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"io"
@@ -106,7 +107,9 @@ func (c *countPerKey) ProcessElement(ctx *weir.KeyedContext[int64, string], _ in
 }
 
 // numbers emits 0..count-1, split into contiguous ranges per subtask, at
-// most rate records per second in total when rate > 0.
+// most rate records per second in total when rate > 0. Its readers are
+// checkpointed: a split's state is its next number and end, 16 bytes big
+// endian.
 type numbers struct {
 	count int64
 	rate  float64
@@ -116,18 +119,34 @@ func (n numbers) Name() string { return fmt.Sprintf("Numbers(%d)", n.count) }
 
 func (n numbers) CreateReader(ctx weir.SourceContext) (weir.SourceReader[int64], error) {
 	p := int64(ctx.Parallelism)
-	lo, hi := n.count*int64(ctx.Subtask)/p, n.count*int64(ctx.Subtask+1)/p
-	return &numbersReader{next: lo, end: hi, rate: n.rate / float64(p), start: time.Now()}, nil
+	r := &numbersReader{rate: n.rate / float64(p), start: time.Now()}
+	if ctx.RestoredSplits == nil {
+		r.splits = [][2]int64{{n.count * int64(ctx.Subtask) / p, n.count * int64(ctx.Subtask+1) / p}}
+		return r, nil
+	}
+	for _, b := range ctx.RestoredSplits {
+		if len(b) != 16 {
+			return nil, fmt.Errorf("numbers: restore: split state of %d bytes, want 16", len(b))
+		}
+		r.splits = append(r.splits, [2]int64{int64(binary.BigEndian.Uint64(b)), int64(binary.BigEndian.Uint64(b[8:]))})
+	}
+	return r, nil
 }
 
 type numbersReader struct {
-	next, end int64
-	emitted   int64
-	rate      float64 // per subtask
-	start     time.Time
+	splits  [][2]int64 // next, end
+	emitted int64
+	rate    float64 // per subtask
+	start   time.Time
 }
 
 func (r *numbersReader) ReadBatch(out weir.Collector[int64]) (weir.ReadStatus, error) {
+	for len(r.splits) > 0 && r.splits[0][0] >= r.splits[0][1] {
+		r.splits = r.splits[1:]
+	}
+	if len(r.splits) == 0 {
+		return weir.EndOfInput, nil
+	}
 	batch := int64(1024)
 	if r.rate > 0 {
 		allowed := int64(time.Since(r.start).Seconds()*r.rate) + 1 - r.emitted
@@ -136,16 +155,26 @@ func (r *numbersReader) ReadBatch(out weir.Collector[int64]) (weir.ReadStatus, e
 		}
 		batch = min(batch, allowed)
 	}
-	stop := min(r.next+batch, r.end)
-	for i := r.next; i < stop; i++ {
+	sp := &r.splits[0]
+	stop := min(sp[0]+batch, sp[1])
+	for i := sp[0]; i < stop; i++ {
 		out.Collect(i)
 	}
-	r.emitted += stop - r.next
-	r.next = stop
-	if r.next >= r.end {
-		return weir.EndOfInput, nil
-	}
+	r.emitted += stop - sp[0]
+	sp[0] = stop
 	return weir.MoreAvailable, nil
+}
+
+// SnapshotSplits implements weir.CheckpointedReader.
+func (r *numbersReader) SnapshotSplits() ([][]byte, error) {
+	var out [][]byte
+	for _, sp := range r.splits {
+		if sp[0] < sp[1] {
+			b := binary.BigEndian.AppendUint64(nil, uint64(sp[0]))
+			out = append(out, binary.BigEndian.AppendUint64(b, uint64(sp[1])))
+		}
+	}
+	return out, nil
 }
 
 func (r *numbersReader) Close() error { return nil }

@@ -119,33 +119,36 @@ func (rp *ResultPartition) appendEncoded(sub int, rec []byte) {
 
 // overflow places record rec, which did not fit behind the first n bytes of
 // subpartition sub's current buffer, into fresh buffers: whole if it fits in
-// one, else as fragments.
+// one, else as fragments. rp.cur[sub] never points at a buffer already sent,
+// so that Close after a canceled request recycles only what is still ours.
 func (rp *ResultPartition) overflow(sub, n int, rec []byte) {
 	b := rp.cur[sub]
 	b.Data = b.Data[:n]
 	if n > 0 {
+		rp.cur[sub] = nil
 		rp.send(sub, b)
 		b = rp.request()
+		rp.cur[sub] = b
 	}
 	seg := cap(b.Data)
 	if len(rec) <= seg {
 		b.Data = append(b.Data, rec...)
-		rp.cur[sub] = b
 		return
 	}
 	for {
 		k := min(seg, len(rec))
 		b.Data = append(b.Data[:0], rec[:k]...)
 		rec = rec[k:]
+		rp.cur[sub] = nil
 		if len(rec) == 0 {
 			b.Kind = KindFragmentEnd
 			rp.send(sub, b)
-			rp.cur[sub] = nil
 			return
 		}
 		b.Kind = KindFragment
 		rp.send(sub, b)
 		b = rp.request()
+		rp.cur[sub] = b
 	}
 }
 

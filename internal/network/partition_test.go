@@ -5,6 +5,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/weirstream/weir/codec"
 	"github.com/weirstream/weir/internal/keygroup"
@@ -200,6 +201,58 @@ func TestBroadcastPartitioner(t *testing.T) {
 	for i, recs := range got {
 		if len(recs) != 500 || recs[0] != 0 || recs[499] != 499 {
 			t.Fatalf("subpartition %d got %d records", i, len(recs))
+		}
+	}
+}
+
+// A writer canceled while it waits for a buffer in the middle of a record
+// must not leave an already sent buffer as its current one: Close would
+// recycle a buffer the consumer still holds (a race, wiped data, and a
+// double recycle that blocks the pool forever).
+func TestCancelDuringOverflowKeepsSentBuffersConsumers(t *testing.T) {
+	for _, recLen := range []int{40, 300} { // a record that spills to a new buffer; one that fragments
+		g := NewInputGate(1, 4, 0)
+		ctx, cancel := context.WithCancel(context.Background())
+		rp := NewResultPartition(ctx, NewPool(2, 64), []Target{g.Channel(0)})
+		w := NewRecordWriter(rp, codec.String())
+		rec := strings.Repeat("r", recLen)
+		done := make(chan any, 1)
+		go func() {
+			defer func() { done <- recover() }()
+			for {
+				w.Emit(0, rec) // blocks once both buffers are in the gate
+			}
+		}()
+		for rp.Pool().InUse() < 2 || rp.Pool().Available() {
+			time.Sleep(time.Millisecond)
+		}
+		time.Sleep(10 * time.Millisecond)
+		cancel()
+		if _, ok := (<-done).(*CanceledError); !ok {
+			t.Fatal("writer did not stop with a CanceledError")
+		}
+		rp.Close()
+		drained := make(chan struct{})
+		go func() {
+			defer close(drained)
+			for {
+				ch, b, ok := g.Poll()
+				if !ok {
+					return
+				}
+				if b.IsData() && len(b.Data) == 0 {
+					t.Error("consumer got a buffer wiped by the producer's Close")
+				}
+				g.Release(ch, b)
+			}
+		}()
+		select {
+		case <-drained:
+		case <-time.After(5 * time.Second):
+			t.Fatalf("record of %d bytes: draining blocked: a buffer was recycled twice", recLen)
+		}
+		if n := rp.Pool().InUse(); n != 0 {
+			t.Fatalf("record of %d bytes: %d buffers not back in the pool", recLen, n)
 		}
 	}
 }

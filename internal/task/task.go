@@ -355,7 +355,9 @@ func (t *task) handleEvent(ch int, ev network.Event) error {
 			return err
 		}
 	}
-	if idle := t.inputWM.AllIdle(); idle != t.inputIdle {
+	// An assigner at the head generates its own watermarks and idleness:
+	// upstream status stops there, as it does for chained assigners.
+	if idle := t.inputWM.AllIdle(); idle != t.inputIdle && !t.assigner[0] {
 		t.inputIdle = idle
 		t.forwardIdle(0, idle)
 	}

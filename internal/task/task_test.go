@@ -122,3 +122,28 @@ func TestAssignerOwnsItsWatermarks(t *testing.T) {
 		t.Fatalf("events %v", kinds)
 	}
 }
+
+// Upstream idleness stops at an assigner heading a task, as it does at a
+// chained one: the assigner alone decides whether its output is idle.
+func TestUpstreamIdlenessStopsAtHeadAssigner(t *testing.T) {
+	asg := &assignerOp{}
+	out := &eventTarget{}
+	rp := network.NewResultPartition(context.Background(), network.NewPool(2, 64), []network.Target{out})
+	tk := &task{
+		ops:      []Operator{asg},
+		ctxs:     []*OpContext{{Name: "assigner"}},
+		tracker:  &Tracker{},
+		children: [][]int{nil},
+		parts:    [][]*network.ResultPartition{{rp}},
+		inputWM:  watermark.NewCombiner(1),
+	}
+	tk.init()
+	for _, idle := range []bool{true, false} {
+		if err := tk.handleEvent(0, network.Event{Kind: network.EventWatermarkStatus, Idle: idle}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if len(out.events) != 0 {
+		t.Fatalf("upstream status passed the assigner: %v", out.events)
+	}
+}

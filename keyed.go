@@ -283,13 +283,17 @@ func (rt *keyedRuntime) advanceWatermark(wm int64) error {
 	return rt.timers.AdvanceWatermark(wm, func(t timer.Timer) error { return rt.fire(t, true) })
 }
 
-// fire runs one timer with its key current and its timestamp as the
-// record timestamp of whatever it emits.
+// fire runs one timer with its key current. What an event-time timer emits
+// carries the timer's time as its timestamp; what a processing-time timer
+// emits carries none (as in Flink: wall-clock time is not event time).
 func (rt *keyedRuntime) fire(t timer.Timer, eventTime bool) error {
 	rt.keyBuf = append(rt.keyBuf[:0], t.Key...)
 	rt.backend.SetCurrentKey(rt.keyBuf, t.KeyGroup)
 	rt.hasKey = true
-	rt.op.Tracker.Timestamp = t.Timestamp
+	rt.op.Tracker.Timestamp = task.NoTimestamp
+	if eventTime {
+		rt.op.Tracker.Timestamp = t.Timestamp
+	}
 	return rt.onTimer(t, eventTime)
 }
 
@@ -311,8 +315,9 @@ func (c *KeyedContext[K, OUT]) Emit(v OUT) { c.out.Collect(v) }
 // CurrentKey is the key of the record (or timer) being processed.
 func (c *KeyedContext[K, OUT]) CurrentKey() K { return c.key }
 
-// Timestamp is the event time of the record being processed (the timer's
-// time in OnTimer), and false if the record has none.
+// Timestamp is the event time of the record being processed (in OnTimer:
+// the time of an event-time timer; none for a processing-time timer), and
+// false if there is none.
 func (c *KeyedContext[K, OUT]) Timestamp() (int64, bool) {
 	ts := c.rt.op.Tracker.Timestamp
 	return ts, ts != task.NoTimestamp

@@ -117,6 +117,9 @@ func (ptFn) OnTimer(ctx *KeyedContext[string, string], t Timer) error {
 	if t.EventTime {
 		return errors.New("processing-time timer reported as event time")
 	}
+	if ts, ok := ctx.Timestamp(); ok {
+		return fmt.Errorf("processing-time timer has record timestamp %d", ts)
+	}
 	ctx.Emit(fmt.Sprintf("%s@%d", ctx.CurrentKey(), t.Timestamp))
 	return nil
 }

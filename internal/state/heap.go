@@ -196,8 +196,8 @@ type heapState interface {
 	// table i, if it still exists, and returns how many values, list
 	// elements or map entries it removed.
 	cleanupKey(i int, k string, now int64) int
-	// snapKind is the state's kind in snapshot streams.
-	snapKind() snapKind
+	// stateKind is the state's kind in snapshot streams.
+	kind() stateKind
 	// adopt decodes restored entries into the state, which is being
 	// registered and holds nothing yet.
 	adopt(p *heapPending) error

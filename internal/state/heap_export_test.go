@@ -42,7 +42,7 @@ func (s *HeapSnapshot) Range(fn func(e HeapSnapshotEntry)) {
 		for kg := s.s.start; kg <= s.s.end; kg++ {
 			st.rangeKeyGroup(kg, func(e *frozenEntry) bool {
 				fn(HeapSnapshotEntry{
-					State: st.name(), Kind: st.kind(), KeyGroup: kg,
+					State: st.name(), Kind: st.kind().String(), KeyGroup: kg,
 					Key: bytes.Clone(e.key), Namespace: bytes.Clone(e.ns), UserKey: bytes.Clone(e.userKey),
 					Value: bytes.Clone(e.value), Index: e.index, TS: e.ts,
 				})

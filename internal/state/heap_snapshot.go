@@ -29,7 +29,7 @@ type frozenState interface {
 	// name is the state's registered name.
 	name() string
 	// kind is "value", "list" or "map".
-	kind() string
+	kind() stateKind
 	ttlConfig() TTLConfig
 	// entries returns the number of (key, namespace) entries in key group
 	// kg.
@@ -148,7 +148,7 @@ func (s *valueStore[E]) freeze() frozenState {
 	return &frozenValue[E]{frozenBase[valueEntry[E]]{s.name, s.ttl, s.b.start, frozenMaps(s.tables)}, s.encode}
 }
 
-func (f *frozenValue[E]) kind() string { return "value" }
+func (f *frozenValue[E]) kind() stateKind { return kindValue }
 
 func (f *frozenValue[E]) rangeKeyGroup(kg int, fn func(e *frozenEntry) bool) bool {
 	var fe frozenEntry
@@ -167,7 +167,7 @@ func (s *listStore[T]) freeze() frozenState {
 	return &frozenList[T]{frozenBase[listEntry[T]]{s.name, s.ttl, s.b.start, frozenMaps(s.tables)}, s.codec}
 }
 
-func (f *frozenList[T]) kind() string { return "list" }
+func (f *frozenList[T]) kind() stateKind { return kindList }
 
 func (f *frozenList[T]) rangeKeyGroup(kg int, fn func(e *frozenEntry) bool) bool {
 	var fe frozenEntry
@@ -197,7 +197,7 @@ func (s *mapStore[K, V]) freeze() frozenState {
 	return &frozenMap[K, V]{frozenBase[mapEntry[K, V]]{s.name, s.ttl, s.b.start, frozenMaps(s.tables)}, s.keyCodec, s.valueCodec}
 }
 
-func (f *frozenMap[K, V]) kind() string { return "map" }
+func (f *frozenMap[K, V]) kind() stateKind { return kindMap }
 
 func (f *frozenMap[K, V]) rangeKeyGroup(kg int, fn func(e *frozenEntry) bool) bool {
 	var fe frozenEntry

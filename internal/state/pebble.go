@@ -70,34 +70,13 @@ type PebbleBackend struct {
 
 var _ Backend = (*PebbleBackend)(nil)
 
-// pebbleKind is the kind of a registered state.
-type pebbleKind uint8
-
-const (
-	pebbleValueKind pebbleKind = iota + 1
-	pebbleListKind
-	pebbleMapKind
-)
-
-func (k pebbleKind) String() string {
-	switch k {
-	case pebbleValueKind:
-		return "value"
-	case pebbleListKind:
-		return "list"
-	case pebbleMapKind:
-		return "map"
-	}
-	return fmt.Sprintf("kind(%d)", uint8(k))
-}
-
 // pebbleState is the registration of a state: everything about it that does
 // not depend on its Go type parameters, so that CleanupExpired can handle
 // entries of any state by id.
 type pebbleState struct {
 	name string
 	id   uint16
-	kind pebbleKind
+	kind stateKind
 	// typ is the value or element type, or the map key type; typ2 is the map
 	// value type.
 	typ, typ2 reflect.Type
@@ -209,7 +188,7 @@ func (b *PebbleBackend) Close() error {
 // register finds or adds the registration of a state. The first
 // registration of a state that Restore created completes it (see
 // adoptRestored).
-func (b *PebbleBackend) register(name string, kind pebbleKind, typ, typ2 reflect.Type, ttl TTLConfig) (*pebbleState, error) {
+func (b *PebbleBackend) register(name string, kind stateKind, typ, typ2 reflect.Type, ttl TTLConfig) (*pebbleState, error) {
 	if st, ok := b.states[name]; ok {
 		if st.restored {
 			return b.adoptRestored(st, kind, typ, typ2, ttl)
@@ -237,7 +216,7 @@ func (b *PebbleBackend) register(name string, kind pebbleKind, typ, typ2 reflect
 }
 
 func (st *pebbleState) describe() string {
-	if st.kind == pebbleMapKind {
+	if st.kind == kindMap {
 		return fmt.Sprintf("map[%v]%v state", st.typ, st.typ2)
 	}
 	return fmt.Sprintf("%s state of %v", st.kind, st.typ)

@@ -22,7 +22,7 @@ type pebbleList[T any] struct {
 var _ List[int] = (*pebbleList[int])(nil)
 
 func newPebbleList[T any](b *PebbleBackend, d ListDescriptor[T]) (List[T], error) {
-	st, err := b.register(d.Name, pebbleListKind, reflect.TypeFor[T](), nil, d.TTL)
+	st, err := b.register(d.Name, kindList, reflect.TypeFor[T](), nil, d.TTL)
 	if err != nil {
 		return nil, err
 	}

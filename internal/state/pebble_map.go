@@ -29,7 +29,7 @@ type pebbleMap[K comparable, V any] struct {
 var _ Map[int, int] = (*pebbleMap[int, int])(nil)
 
 func newPebbleMap[K comparable, V any](b *PebbleBackend, d MapDescriptor[K, V]) (Map[K, V], error) {
-	st, err := b.register(d.Name, pebbleMapKind, reflect.TypeFor[K](), reflect.TypeFor[V](), d.TTL)
+	st, err := b.register(d.Name, kindMap, reflect.TypeFor[K](), reflect.TypeFor[V](), d.TTL)
 	if err != nil {
 		return nil, err
 	}

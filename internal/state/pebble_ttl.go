@@ -87,7 +87,7 @@ func (b *PebbleBackend) cleanupEntry(it *pebble.Iterator, key []byte, now int64)
 	if err != nil {
 		return 0, st.wrap("cleanup expired", err)
 	}
-	if st.kind != pebbleListKind {
+	if st.kind != kindList {
 		if len(raw) < pebbleTSLen {
 			return 0, st.corrupt("entry of %d bytes has no TTL timestamp", len(raw))
 		}

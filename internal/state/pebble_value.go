@@ -24,7 +24,7 @@ type pebbleValue[T any] struct {
 var _ Value[int] = (*pebbleValue[int])(nil)
 
 func newPebbleValue[T any](b *PebbleBackend, d ValueDescriptor[T]) (Value[T], error) {
-	st, err := b.register(d.Name, pebbleValueKind, reflect.TypeFor[T](), nil, d.TTL)
+	st, err := b.register(d.Name, kindValue, reflect.TypeFor[T](), nil, d.TTL)
 	if err != nil {
 		return nil, err
 	}

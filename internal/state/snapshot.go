@@ -195,37 +195,16 @@ func Restore(b Backend, r io.Reader) error {
 	return sink.finish()
 }
 
-// snapKind is a state's kind in the stream.
-type snapKind uint8
-
-const (
-	snapValue snapKind = 1
-	snapList  snapKind = 2
-	snapMap   snapKind = 3
-)
-
-func (k snapKind) String() string {
-	switch k {
-	case snapValue:
-		return "value"
-	case snapList:
-		return "list"
-	case snapMap:
-		return "map"
-	}
-	return fmt.Sprintf("kind(%d)", uint8(k))
-}
-
 // snapState is an entry of the state table.
 type snapState struct {
 	name string
-	kind snapKind
+	kind stateKind
 	ttl  bool
 }
 
 // compatible checks that a restored state st may be registered, or
 // restored again, as kind with or without TTL.
-func (st snapState) compatible(kind snapKind, ttl bool) error {
+func (st snapState) compatible(kind stateKind, ttl bool) error {
 	if st.kind != kind {
 		return fmt.Errorf("%w: restored state %q is a %s state, not a %s state", ErrIncompatibleState, st.name, st.kind, kind)
 	}
@@ -335,11 +314,11 @@ func snapAppendRecord(dst []byte, i int, st snapState, rec *snapRecord) []byte {
 	dst = binary.AppendUvarint(dst, uint64(i))
 	dst = snapAppendBytes(dst, rec.key)
 	dst = snapAppendBytes(dst, rec.ns)
-	if st.kind != snapValue {
+	if st.kind != kindValue {
 		dst = binary.AppendUvarint(dst, uint64(len(rec.items)))
 	}
 	for _, it := range rec.items {
-		if st.kind == snapMap {
+		if st.kind == kindMap {
 			dst = snapAppendBytes(dst, it.userKey)
 		}
 		dst = snapAppendBytes(dst, it.value)
@@ -499,8 +478,8 @@ func readSnapshot(rd io.Reader, start, end int, sink snapSink) error {
 		if err := r.full(name, "state"); err != nil {
 			return err
 		}
-		st := snapState{name: string(name[:l]), kind: snapKind(name[l])}
-		if st.kind < snapValue || st.kind > snapMap || name[l+1] > 1 {
+		st := snapState{name: string(name[:l]), kind: stateKind(name[l])}
+		if st.kind < kindValue || st.kind > kindMap || name[l+1] > 1 {
 			return snapCorrupt("state %q: kind %d, ttl flag %d", st.name, name[l], name[l+1])
 		}
 		st.ttl = name[l+1] == 1
@@ -574,7 +553,7 @@ func snapDecodeSection(body []byte, count uint64, sts []snapState, emit func(i i
 		}
 		st := sts[i]
 		items := uint64(1)
-		if st.kind != snapValue {
+		if st.kind != kindValue {
 			items = d.uvarint()
 			if d.err == nil && (items == 0 || items > uint64(len(d.b))) {
 				return snapCorrupt("%s entry of state %q with %d items", st.kind, st.name, items)
@@ -583,7 +562,7 @@ func snapDecodeSection(body []byte, count uint64, sts []snapState, emit func(i i
 		rec.items = rec.items[:0]
 		for j := uint64(0); j < items && d.err == nil; j++ {
 			var it snapItem
-			if st.kind == snapMap {
+			if st.kind == kindMap {
 				it.userKey = d.bytes()
 			}
 			it.value = d.bytes()

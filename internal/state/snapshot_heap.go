@@ -63,7 +63,7 @@ func (b *HeapBackend) adoptPending(name string, s heapState, ttl TTLConfig) erro
 	if p == nil {
 		return nil
 	}
-	if err := p.st.compatible(s.snapKind(), ttl.Enabled()); err != nil {
+	if err := p.st.compatible(s.kind(), ttl.Enabled()); err != nil {
 		return err
 	}
 	if err := s.adopt(p); err != nil {
@@ -73,7 +73,7 @@ func (b *HeapBackend) adoptPending(name string, s heapState, ttl TTLConfig) erro
 	return nil
 }
 
-func (s *valueStore[E]) snapKind() snapKind { return snapValue }
+func (s *valueStore[E]) kind() stateKind { return kindValue }
 
 func (s *valueStore[E]) adopt(p *heapPending) error {
 	for kgi, recs := range p.byKG {
@@ -90,7 +90,7 @@ func (s *valueStore[E]) adopt(p *heapPending) error {
 	return nil
 }
 
-func (s *listStore[T]) snapKind() snapKind { return snapList }
+func (s *listStore[T]) kind() stateKind { return kindList }
 
 func (s *listStore[T]) adopt(p *heapPending) error {
 	b := s.b
@@ -119,7 +119,7 @@ func (s *listStore[T]) adopt(p *heapPending) error {
 	return nil
 }
 
-func (s *mapStore[K, V]) snapKind() snapKind { return snapMap }
+func (s *mapStore[K, V]) kind() stateKind { return kindMap }
 
 func (s *mapStore[K, V]) adopt(p *heapPending) error {
 	b := s.b
@@ -172,7 +172,7 @@ func takeHeapSnapshot(b *HeapBackend) (*heapSnap, error) {
 	}
 	ents := make([]ent, 0, len(s.states)+len(b.pending))
 	for _, f := range s.states {
-		ents = append(ents, ent{st: snapState{name: f.name(), kind: heapSnapKind(f.kind()), ttl: f.ttlConfig().Enabled()}, f: f})
+		ents = append(ents, ent{st: snapState{name: f.name(), kind: f.kind(), ttl: f.ttlConfig().Enabled()}, f: f})
 	}
 	for _, p := range b.pending {
 		ents = append(ents, ent{st: p.st, p: &heapPending{st: p.st, byKG: slices.Clone(p.byKG)}})
@@ -185,18 +185,6 @@ func takeHeapSnapshot(b *HeapBackend) (*heapSnap, error) {
 		h.pending = append(h.pending, e.p)
 	}
 	return h, nil
-}
-
-func heapSnapKind(kind string) snapKind {
-	switch kind {
-	case "value":
-		return snapValue
-	case "list":
-		return snapList
-	case "map":
-		return snapMap
-	}
-	panic("state: unknown heap state kind " + kind)
 }
 
 // WriteStream implements Snapshot. Entries are collected and sorted one
@@ -255,8 +243,8 @@ func (p *heapSnapSource) records(kg, i int, fn func(rec *snapRecord)) error {
 	p.arena, p.recs, p.items = p.arena[:0], p.recs[:0], p.items[:0]
 	h.frozen[i].rangeKeyGroup(kg, func(e *frozenEntry) bool {
 		n := len(p.recs)
-		if n == 0 || kind == snapValue || kind == snapList && e.index == 0 ||
-			kind == snapMap && (!bytes.Equal(p.recs[n-1].key, e.key) || !bytes.Equal(p.recs[n-1].ns, e.ns)) {
+		if n == 0 || kind == kindValue || kind == kindList && e.index == 0 ||
+			kind == kindMap && (!bytes.Equal(p.recs[n-1].key, e.key) || !bytes.Equal(p.recs[n-1].ns, e.ns)) {
 			start := len(p.arena)
 			p.arena = snapSortKey(p.arena, e.key, e.ns)
 			sk := p.arena[start:len(p.arena):len(p.arena)]
@@ -266,14 +254,14 @@ func (p *heapSnapSource) records(kg, i int, fn func(rec *snapRecord)) error {
 			n++
 		}
 		it := snapItem{value: p.bytes(e.value), ts: e.ts}
-		if kind == snapMap {
+		if kind == kindMap {
 			it.userKey = p.bytes(e.userKey)
 		}
 		p.items = append(p.items, it)
 		p.recs[n-1].hi = len(p.items)
 		return true
 	})
-	if kind == snapMap {
+	if kind == kindMap {
 		for _, r := range p.recs {
 			slices.SortFunc(p.items[r.lo:r.hi], func(x, y snapItem) int { return bytes.Compare(x.userKey, y.userKey) })
 		}

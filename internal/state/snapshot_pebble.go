@@ -20,38 +20,38 @@ import (
 // and starts another.
 const pebbleRestoreBatch = 16 << 20
 
-func pebbleSnapKind(k pebbleKind) snapKind {
+func pebbleSnapKind(k stateKind) stateKind {
 	switch k {
-	case pebbleValueKind:
-		return snapValue
-	case pebbleListKind:
-		return snapList
-	case pebbleMapKind:
-		return snapMap
+	case kindValue:
+		return kindValue
+	case kindList:
+		return kindList
+	case kindMap:
+		return kindMap
 	}
 	panic(fmt.Sprintf("state: unknown pebble kind %d", k))
 }
 
-func snapPebbleKind(k snapKind) pebbleKind {
+func snapPebbleKind(k stateKind) stateKind {
 	switch k {
-	case snapValue:
-		return pebbleValueKind
-	case snapList:
-		return pebbleListKind
-	case snapMap:
-		return pebbleMapKind
+	case kindValue:
+		return kindValue
+	case kindList:
+		return kindList
+	case kindMap:
+		return kindMap
 	}
 	panic(fmt.Sprintf("state: unknown snapshot kind %d", k))
 }
 
 // adoptRestored completes the registration of a restored state st with a
 // descriptor's kind, types and TTL.
-func (b *PebbleBackend) adoptRestored(st *pebbleState, kind pebbleKind, typ, typ2 reflect.Type, ttl TTLConfig) (*pebbleState, error) {
+func (b *PebbleBackend) adoptRestored(st *pebbleState, kind stateKind, typ, typ2 reflect.Type, ttl TTLConfig) (*pebbleState, error) {
 	rs := snapState{name: st.name, kind: pebbleSnapKind(st.kind), ttl: st.restoredTTL}
 	if err := rs.compatible(pebbleSnapKind(kind), ttl.Enabled()); err != nil {
 		return nil, err
 	}
-	if kind == pebbleListKind {
+	if kind == kindList {
 		if err := b.convertRestoredList(st); err != nil {
 			return nil, err
 		}
@@ -108,7 +108,7 @@ func takePebbleSnapshot(b *PebbleBackend) (*pebbleSnap, error) {
 		s.sts[i] = snapState{name: st.name, kind: pebbleSnapKind(st.kind), ttl: ttl}
 		s.ids[i] = st.id
 		s.elemLen[i] = st.elemLen
-		s.restoredList[i] = st.restored && st.kind == pebbleListKind
+		s.restoredList[i] = st.restored && st.kind == kindList
 	}
 	return s, nil
 }
@@ -185,7 +185,7 @@ func (p *pebbleSnapSource) records(kg, i int, fn func(rec *snapRecord)) error {
 	}
 	for valid := it.First(); valid; valid = it.Next() {
 		key, ns, rest, ok := splitPebbleKey(it.Key()[4:])
-		if !ok || st.kind != snapMap && len(rest) > 0 {
+		if !ok || st.kind != kindMap && len(rest) > 0 {
 			return pebbleSnapCorrupt(st.name, "malformed key %x", it.Key())
 		}
 		raw, err := it.ValueAndErr()
@@ -193,7 +193,7 @@ func (p *pebbleSnapSource) records(kg, i int, fn func(rec *snapRecord)) error {
 			return fmt.Errorf("state %q: %w", st.name, err)
 		}
 		switch st.kind {
-		case snapValue, snapMap:
+		case kindValue, kindMap:
 			var ts int64
 			if st.ttl {
 				if len(raw) < pebbleTSLen {
@@ -201,7 +201,7 @@ func (p *pebbleSnapSource) records(kg, i int, fn func(rec *snapRecord)) error {
 				}
 				ts, raw = pebbleReadTS(raw), raw[pebbleTSLen:]
 			}
-			if st.kind == snapValue {
+			if st.kind == kindValue {
 				rec.key, rec.ns = key, ns
 				rec.items = append(rec.items[:0], snapItem{value: raw, ts: ts})
 				fn(rec)
@@ -213,7 +213,7 @@ func (p *pebbleSnapSource) records(kg, i int, fn func(rec *snapRecord)) error {
 				pending = true
 			}
 			rec.items = append(rec.items, snapItem{userKey: bytes.Clone(rest), value: bytes.Clone(raw), ts: ts})
-		case snapList:
+		case kindList:
 			if err := p.listRecord(i, key, ns, raw); err != nil {
 				return err
 			}
@@ -316,12 +316,12 @@ func (p *pebbleSnapSink) record(kg, i int, rec *snapRecord) error {
 	k = snapSortKey(k, rec.key, rec.ns)
 	p.key = k
 	switch st.kind {
-	case snapValue:
+	case kindValue:
 		it := rec.items[0]
 		if err := p.batch.Set(k, p.stored(p.val[:0], st.ttl, it), nil); err != nil {
 			return fmt.Errorf("state %q: restore: %w", st.name, err)
 		}
-	case snapList:
+	case kindList:
 		// Without the codec the elements' boundaries would be lost in
 		// the stored form (a concatenation), so a restored list keeps
 		// its stream payload until registration converts it.
@@ -336,7 +336,7 @@ func (p *pebbleSnapSink) record(kg, i int, rec *snapRecord) error {
 		if err := p.batch.Set(k, v, nil); err != nil {
 			return fmt.Errorf("state %q: restore: %w", st.name, err)
 		}
-	case snapMap:
+	case kindMap:
 		n := len(k)
 		for _, it := range rec.items {
 			p.key = append(p.key[:n], it.userKey...)
@@ -424,7 +424,7 @@ func snapDecodeListPayload(st snapState, raw []byte, fn func(elem []byte, ts int
 // of the elements, each preceded by its timestamp with TTL), as the state
 // is registered. It costs one pass over the state's entries.
 func (b *PebbleBackend) convertRestoredList(st *pebbleState) (err error) {
-	rs := snapState{name: st.name, kind: snapList, ttl: st.restoredTTL}
+	rs := snapState{name: st.name, kind: kindList, ttl: st.restoredTTL}
 	it, err := b.db.NewIter(nil)
 	if err != nil {
 		return fmt.Errorf("state %q: convert restored list: %w", st.name, err)

@@ -25,22 +25,29 @@ func readAll[T any](t *testing.T, src weir.Source[T], p int) [][]T {
 		if err != nil {
 			t.Fatal(err)
 		}
-		c := &sliceCollector[T]{}
-		for {
-			st, err := r.ReadBatch(c)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if st == weir.EndOfInput {
-				break
-			}
-		}
+		out[i] = read(t, r, -1)
 		if err := r.Close(); err != nil {
 			t.Fatal(err)
 		}
-		out[i] = c.got
 	}
 	return out
+}
+
+// read calls r.ReadBatch up to batches times (to the end if negative) and
+// returns what it emitted.
+func read[T any](t *testing.T, r weir.SourceReader[T], batches int) []T {
+	t.Helper()
+	c := &sliceCollector[T]{}
+	for b := 0; batches < 0 || b < batches; b++ {
+		st, err := r.ReadBatch(c)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if st == weir.EndOfInput {
+			break
+		}
+	}
+	return c.got
 }
 
 type sliceCollector[T any] struct{ got []T }

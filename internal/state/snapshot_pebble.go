@@ -364,13 +364,8 @@ func (p *pebbleSnapSink) stored(dst []byte, ttl bool, it snapItem) []byte {
 }
 
 func (p *pebbleSnapSink) commit() error {
-	err := p.batch.Commit(pebble.NoSync)
-	if cerr := p.batch.Close(); err == nil {
-		err = cerr
-	}
-	p.batch = nil
-	if err != nil {
-		return fmt.Errorf("state: restore: %w", err)
+	if err := p.finish(); err != nil {
+		return err
 	}
 	p.batch = p.b.db.NewBatch()
 	return nil

@@ -230,13 +230,13 @@ func (f ProcessWindowFunc[K, IN, OUT]) Process(ctx *WindowContext[K, OUT], windo
 
 // WindowContext is what a window function sees when a window fires.
 type WindowContext[K, OUT any] struct {
-	key K
-	out network.Output[OUT]
-	rt  *keyedRuntime
+	key  K
+	emit func(OUT)
+	rt   *keyedRuntime
 }
 
 // Emit sends v downstream with the window's max timestamp.
-func (c *WindowContext[K, OUT]) Emit(v OUT) { c.out.Collect(v) }
+func (c *WindowContext[K, OUT]) Emit(v OUT) { c.emit(v) }
 
 // Key is the key whose window fired.
 func (c *WindowContext[K, OUT]) Key() K { return c.key }
@@ -304,7 +304,7 @@ func ProcessWindow[K, IN, OUT any](w *WindowedStream[K, IN], newFn func() Proces
 		if fn == nil {
 			return nil, errors.New("ProcessWindow: the function factory returned nil")
 		}
-		return &processContents[K, IN, OUT]{l: l, fn: fn}, nil
+		return &processContents[K, IN, OUT]{l: l, fn: fn, ctx: WindowContext[K, OUT]{emit: emit, rt: rt}}, nil
 	})
 }
 
@@ -315,13 +315,7 @@ type windowContents[K, IN any] interface {
 	// mergeInto folds the contents of sources into target and clears them.
 	mergeInto(target []byte, sources [][]byte) error
 	clear(ns []byte) error
-	fire(ctx *windowFire[K], ns []byte, w TimeWindow) error
-}
-
-// windowFire carries what a firing needs; outputs are bound in contents.
-type windowFire[K any] struct {
-	key K
-	rt  *keyedRuntime
+	fire(key K, ns []byte, w TimeWindow) error
 }
 
 func applyWindow[K, IN, OUT any](w *WindowedStream[K, IN], name string,
@@ -375,11 +369,6 @@ func (o *windowOp[K, IN, OUT]) Open() error {
 	o.contents, err = o.newContents(o.rt, o.out.Collect)
 	if err != nil {
 		return err
-	}
-	if pc, ok := o.contents.(interface {
-		bind(rt *keyedRuntime, out network.Output[OUT])
-	}); ok {
-		pc.bind(o.rt, o.out)
 	}
 	if o.w.assigner.kind == session {
 		o.sessions, err = state.NewValue(o.rt.backend, state.ValueDescriptor[[]TimeWindow]{
@@ -568,7 +557,7 @@ func (o *windowOp[K, IN, OUT]) onTimer(t timer.Timer, _ bool) error {
 
 func (o *windowOp[K, IN, OUT]) fire(w TimeWindow, ns []byte) error {
 	o.tr.Timestamp = w.MaxTimestamp()
-	return o.contents.fire(&windowFire[K]{key: o.key, rt: o.rt}, ns, w)
+	return o.contents.fire(o.key, ns, w)
 }
 
 func (o *windowOp[K, IN, OUT]) cleanup(w TimeWindow, ns []byte) error {
@@ -633,13 +622,13 @@ func (c *reduceContents[K, T, OUT]) clear(ns []byte) error {
 	return c.v.Clear()
 }
 
-func (c *reduceContents[K, T, OUT]) fire(f *windowFire[K], ns []byte, w TimeWindow) error {
+func (c *reduceContents[K, T, OUT]) fire(key K, ns []byte, w TimeWindow) error {
 	c.v.SetNamespace(ns)
 	v, ok, err := c.v.Get()
 	if err != nil || !ok {
 		return err
 	}
-	c.emit(c.result(f.key, w, v))
+	c.emit(c.result(key, w, v))
 	return nil
 }
 
@@ -697,13 +686,13 @@ func (c *aggregateContents[K, IN, ACC, R, OUT]) clear(ns []byte) error {
 	return c.v.Clear()
 }
 
-func (c *aggregateContents[K, IN, ACC, R, OUT]) fire(f *windowFire[K], ns []byte, w TimeWindow) error {
+func (c *aggregateContents[K, IN, ACC, R, OUT]) fire(key K, ns []byte, w TimeWindow) error {
 	c.v.SetNamespace(ns)
 	acc, ok, err := c.v.Get()
 	if err != nil || !ok {
 		return err
 	}
-	c.emit(c.result(f.key, w, c.agg.GetResult(acc)))
+	c.emit(c.result(key, w, c.agg.GetResult(acc)))
 	return nil
 }
 
@@ -711,10 +700,6 @@ type processContents[K, IN, OUT any] struct {
 	l   state.List[IN]
 	fn  ProcessWindowFunction[K, IN, OUT]
 	ctx WindowContext[K, OUT]
-}
-
-func (c *processContents[K, IN, OUT]) bind(rt *keyedRuntime, out network.Output[OUT]) {
-	c.ctx = WindowContext[K, OUT]{rt: rt, out: out}
 }
 
 func (c *processContents[K, IN, OUT]) add(ns []byte, v IN) error {
@@ -748,12 +733,12 @@ func (c *processContents[K, IN, OUT]) clear(ns []byte) error {
 	return c.l.Clear()
 }
 
-func (c *processContents[K, IN, OUT]) fire(f *windowFire[K], ns []byte, w TimeWindow) error {
+func (c *processContents[K, IN, OUT]) fire(key K, ns []byte, w TimeWindow) error {
 	c.l.SetNamespace(ns)
 	vs, err := c.l.Get()
 	if err != nil || len(vs) == 0 {
 		return err
 	}
-	c.ctx.key = f.key
+	c.ctx.key = key
 	return c.fn.Process(&c.ctx, w, vs)
 }

@@ -27,7 +27,10 @@ type epochTagger struct {
 }
 
 func (e *epochTagger) Collect(v int64)              { e.out.Collect(tagged{First: v, Second: e.epoch}) }
-func (e *epochTagger) SnapshotState(id int64) error { e.epoch = id; return nil }
+func (e *epochTagger) SnapshotState(id int64) (task.OperatorSnapshot, error) {
+	e.epoch = id
+	return task.OperatorSnapshot{}, nil
+}
 
 // epochChecker fails if a record's epoch differs from the last checkpoint
 // its own task snapshotted: with aligned barriers, every record sent before
@@ -46,7 +49,10 @@ func (c *epochChecker) Collect(v tagged) {
 	c.seen.Add(1)
 	c.tr.Cur = c.parent
 }
-func (c *epochChecker) SnapshotState(id int64) error { c.epoch = id; return nil }
+func (c *epochChecker) SnapshotState(id int64) (task.OperatorSnapshot, error) {
+	c.epoch = id
+	return task.OperatorSnapshot{}, nil
+}
 
 // Checkpoint barriers flow from the sources through a rebalance edge; the
 // consumer aligns them across its input channels, so records never cross a
@@ -142,8 +148,12 @@ func (r *seqReader) Close() error { return nil }
 func TestSourceSnapshotStoresSplits(t *testing.T) {
 	op := &sourceOp[int64]{opBase: opBase{opState: newOperatorState(func(err error) { t.Fatal(err) })}}
 	op.reader = &checkpointedStub{}
-	if err := op.SnapshotState(1); err != nil {
+	snap, err := op.SnapshotState(1)
+	if err != nil {
 		t.Fatal(err)
+	}
+	if len(snap.Lists) != 1 || snap.Lists[0].Name != sourceSplitsState || len(snap.Lists[0].Elements) != 2 || string(snap.Lists[0].Elements[1]) != "b" {
+		t.Fatalf("snapshot lists %+v", snap.Lists)
 	}
 	l, err := op.opState.store.List(sourceSplitsState, state.SplitDistribute)
 	if err != nil || len(l.Elements) != 2 || string(l.Elements[1]) != "b" {

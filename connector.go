@@ -88,6 +88,10 @@ type SinkContext struct {
 	Subtask, Parallelism int
 	Operator             string
 	Logger               *slog.Logger
+	// RunID is unique per deployment of the job (it changes on every
+	// restart): a sink can tell its own files from those an earlier run
+	// left behind.
+	RunID string
 
 	state *operatorState
 }
@@ -105,4 +109,36 @@ type SinkWriter[T any] interface {
 	// Close releases the writer's resources; it is called once, also after
 	// a failure.
 	Close() error
+}
+
+// TwoPhaseCommitSink is a sink whose output becomes visible only once a
+// checkpoint covering it completes: exactly-once output (Flink's
+// TwoPhaseCommittingSink). Its writers implement PreCommitter.
+//
+// The protocol, per writer: records go into an open transaction; at each
+// checkpoint barrier (the synchronous phase) PreCommit ends it durably but
+// invisibly and returns a transaction handle, which weir stores in the
+// checkpoint; when that checkpoint completes, weir calls Commit with it.
+// After a restore, weir calls Commit again for every transaction the
+// restored checkpoint holds (the crash may have come before or after the
+// commit), before the first write. Transactions that no completed
+// checkpoint holds are never committed: the writer discards what an
+// earlier run left open when it is created (SinkContext.RunID tells runs
+// apart). Without checkpointing, the writer pre-commits and commits at the
+// end of the input.
+type TwoPhaseCommitSink[T any] interface {
+	Sink[T]
+	// Commit publishes a pre-committed transaction. It must be idempotent:
+	// it may be called again for a transaction already committed, possibly
+	// from another subtask after a change of parallelism. ctx is that of
+	// the subtask calling it.
+	Commit(ctx SinkContext, txn []byte) error
+}
+
+// PreCommitter is implemented by the writers of a TwoPhaseCommitSink.
+type PreCommitter interface {
+	// PreCommit ends the open transaction for checkpoint id: what was
+	// written is made durable but not visible. It returns the transaction
+	// handle Commit needs, or nil if nothing was written.
+	PreCommit(id int64) ([]byte, error)
 }

@@ -4,8 +4,15 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"path/filepath"
 
+	"github.com/weirstream/weir/internal/checkpoint/barrier"
+	"github.com/weirstream/weir/internal/checkpoint/coordinator"
+	"github.com/weirstream/weir/internal/checkpoint/metadata"
+	"github.com/weirstream/weir/internal/checkpoint/storage"
 	"github.com/weirstream/weir/internal/graph"
+	"github.com/weirstream/weir/internal/restart"
+	"github.com/weirstream/weir/internal/runner"
 	"github.com/weirstream/weir/internal/task"
 )
 
@@ -113,24 +120,119 @@ func (e *Environment) Plan() (string, error) {
 }
 
 // Execute runs the job until every source is exhausted and every record has
-// reached its sinks, a task fails, or ctx ends. It returns nil after a clean
-// finish, the first failure (an *OperatorError for failures in operators),
-// or ctx's error after cancellation. Every goroutine the job started has
-// ended when Execute returns.
+// reached its sinks, a task fails beyond what the restart strategy allows,
+// or ctx ends. It returns nil after a clean finish, the failure (an
+// *OperatorError for failures in operators), or ctx's error after
+// cancellation. Every goroutine the job started has ended when Execute
+// returns.
+//
+// With checkpointing on (Options.Checkpoint.Interval), the job takes
+// periodic checkpoints, restarts from the latest one after a failure, and
+// ends a bounded run with a final checkpoint that commits its last output.
 func (e *Environment) Execute(ctx context.Context, name string) error {
-	j, err := e.deploy(ctx, name)
-	if err != nil {
-		return err
-	}
-	return j.Run()
+	_, err := e.execute(ctx, name)
+	return err
 }
 
-func (e *Environment) deploy(ctx context.Context, name string) (*task.Job, error) {
+// ErrNoCheckpoint is wrapped by Execute's error when RestorePath is
+// "latest" and the job has no complete checkpoint.
+var ErrNoCheckpoint = errors.New("no complete checkpoint to restore")
+
+func (e *Environment) execute(ctx context.Context, name string) (runner.Result, error) {
 	jg, err := e.jobGraph()
 	if err != nil {
-		return nil, err
+		return runner.Result{}, err
 	}
-	return task.Deploy(ctx, jg, task.Options{
+	co := e.opts.Checkpoint
+	enabled := co.Interval > 0
+	cfg := runner.Config{
+		JobName: name, Graph: jg, Task: e.taskOptions(name), Enabled: enabled,
+		Retention: runner.Retention(co.Retention),
+		Checkpoint: coordinator.Config{Interval: co.Interval, MinPause: co.MinPause, MaxConcurrent: co.MaxConcurrent,
+			Timeout: co.Timeout, TolerableFailures: co.TolerableFailures, NumRetained: co.NumRetained},
+		Clock: e.opts.clock, Logger: e.opts.Logger.With("job", name), Hooks: e.opts.hooks.runner,
+	}
+	if enabled || co.RestorePath != "" {
+		jobDir, err := storage.SanitizeJob(name)
+		if err != nil {
+			return runner.Result{}, fmt.Errorf("job name %q: %w", name, err)
+		}
+		store := e.opts.hooks.storage
+		if store == nil {
+			if store, err = storage.Open(ctx, co.Dir); err != nil {
+				return runner.Result{}, fmt.Errorf("checkpoint storage %q: %w", co.Dir, err)
+			}
+			defer store.Close()
+		}
+		if enabled {
+			cfg.Storage, cfg.JobDir = store, jobDir
+		}
+		if co.RestorePath != "" {
+			closeFrom, err := e.resolveRestore(ctx, &cfg, store, jobDir)
+			if err != nil {
+				return runner.Result{}, err
+			}
+			defer closeFrom()
+		}
+	}
+	if cfg.Restart, err = restart.New(e.opts.Restart.config(enabled), nil); err != nil {
+		return runner.Result{}, err
+	}
+	return runner.Run(ctx, cfg)
+}
+
+// resolveRestore reads the checkpoint RestorePath names into cfg.From.
+func (e *Environment) resolveRestore(ctx context.Context, cfg *runner.Config, store *storage.Storage, jobDir string) (func(), error) {
+	co := e.opts.Checkpoint
+	var (
+		payload   []byte
+		from      = store
+		fromJob   = jobDir
+		closeFrom = func() {}
+	)
+	if co.RestorePath == RestoreLatest {
+		cp, err := store.Latest(ctx, jobDir, cfg.Logger)
+		if errors.Is(err, storage.ErrNotFound) {
+			return nil, fmt.Errorf("%w: job %q has no complete checkpoint under %s", ErrNoCheckpoint, cfg.JobName, co.Dir)
+		}
+		if err != nil {
+			return nil, fmt.Errorf("find the latest checkpoint of job %q under %s: %w", cfg.JobName, co.Dir, err)
+		}
+		payload = cp.Payload
+	} else {
+		s, cp, err := storage.ResolvePath(ctx, co.RestorePath)
+		if err != nil {
+			return nil, fmt.Errorf("checkpoint %s: %w", co.RestorePath, err)
+		}
+		payload, fromJob = cp.Payload, cp.Job
+		if cp.Job == jobDir && sameDir(filepath.Dir(filepath.Dir(filepath.Clean(co.RestorePath))), co.Dir) {
+			s.Close() // one of this job's own checkpoints
+		} else {
+			from = s
+			closeFrom = func() { s.Close() }
+		}
+	}
+	meta, err := metadata.Decode(payload)
+	if err != nil {
+		closeFrom()
+		return nil, fmt.Errorf("checkpoint %s: %w", co.RestorePath, err)
+	}
+	cfg.From, cfg.FromStorage, cfg.FromJob = meta, from, fromJob
+	return closeFrom, nil
+}
+
+func sameDir(a, b string) bool {
+	a, errA := filepath.Abs(a)
+	b, errB := filepath.Abs(b)
+	return errA == nil && errB == nil && a == b
+}
+
+func (e *Environment) taskOptions(name string) task.Options {
+	mode := barrier.ExactlyOnce
+	if e.opts.Checkpoint.Mode == CheckpointingAtLeastOnce {
+		mode = barrier.AtLeastOnce
+	}
+	return task.Options{
 		JobName:                name,
 		SegmentSize:            e.opts.BufferSize,
 		BuffersPerChannel:      e.opts.BuffersPerChannel,
@@ -140,7 +242,19 @@ func (e *Environment) deploy(ctx context.Context, name string) (*task.Job, error
 		Clock:                  e.opts.clock,
 		AutoWatermarkInterval:  e.opts.AutoWatermarkInterval,
 		StateDir:               e.opts.StateDir,
-	})
+		CheckpointMode:         mode,
+		Hooks:                  e.opts.hooks.task,
+	}
+}
+
+// deploy builds the job's tasks without a runner, for tests that drive
+// checkpoints themselves.
+func (e *Environment) deploy(ctx context.Context, name string) (*task.Job, error) {
+	jg, err := e.jobGraph()
+	if err != nil {
+		return nil, err
+	}
+	return task.Deploy(ctx, jg, e.taskOptions(name))
 }
 
 // OperatorError is the error a job fails with when one of its operators

@@ -3,11 +3,13 @@ package weir
 import (
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"reflect"
 	"time"
 
 	"github.com/weirstream/weir/codec"
+	"github.com/weirstream/weir/internal/checkpoint/storage"
 	"github.com/weirstream/weir/internal/graph"
 	"github.com/weirstream/weir/internal/keygroup"
 	"github.com/weirstream/weir/internal/network"
@@ -162,6 +164,12 @@ func (p *keyedProcessOp[K, IN, OUT]) onTimer(t timer.Timer, eventTime bool) erro
 	return h.OnTimer(p.kctx, Timer{Timestamp: t.Timestamp, EventTime: eventTime})
 }
 
+// SnapshotState adds the keyed state and timers to the operator state.
+func (p *keyedProcessOp[K, IN, OUT]) SnapshotState(id int64) (task.OperatorSnapshot, error) {
+	s, _ := p.opBase.SnapshotState(id)
+	return s, p.rt.snapshot(&s)
+}
+
 func (p *keyedProcessOp[K, IN, OUT]) ProcessWatermark(wm int64) error {
 	return p.rt.advanceWatermark(wm)
 }
@@ -214,6 +222,63 @@ func (rt *keyedRuntime) open() error {
 	default:
 		return fmt.Errorf("unknown state backend %q", rt.opts.StateBackend)
 	}
+	if r := rt.op.Restored; r != nil {
+		if err := rt.restore(r); err != nil {
+			return fmt.Errorf("restore keyed state: %w", err)
+		}
+	}
+	return nil
+}
+
+// restore loads the restored keyed-state streams and timers of the
+// subtask's key groups, and arms a wake-up for every restored
+// processing-time timer.
+func (rt *keyedRuntime) restore(r *task.RestoredState) error {
+	for _, h := range r.Keyed {
+		if err := rt.restoreFile(r, h, func(rd io.Reader) error { return state.Restore(rt.backend, rd) }); err != nil {
+			return err
+		}
+	}
+	for _, h := range r.Timers {
+		err := rt.restoreFile(r, h, func(rd io.Reader) error {
+			data, err := io.ReadAll(rd)
+			if err != nil {
+				return err
+			}
+			return rt.timers.RestoreSnapshot(data, rt.op.KeyGroupStart, rt.op.KeyGroupEnd, func(eventTime bool, t timer.Timer) {
+				if !eventTime {
+					rt.armProcessingTime(t.Timestamp)
+				}
+			})
+		})
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (rt *keyedRuntime) restoreFile(r *task.RestoredState, h storage.FileHandle, read func(io.Reader) error) error {
+	f, err := r.Open(h)
+	if err != nil {
+		return fmt.Errorf("%s: %w", h.Path, err)
+	}
+	defer f.Close()
+	if err := read(f); err != nil {
+		return fmt.Errorf("%s: %w", h.Path, err)
+	}
+	return nil
+}
+
+// snapshot is the keyed part of the synchronous phase: freeze the backend
+// and encode the timers.
+func (rt *keyedRuntime) snapshot(s *task.OperatorSnapshot) error {
+	ks, err := state.TakeSnapshot(rt.backend)
+	if err != nil {
+		return err
+	}
+	s.Keyed = ks
+	s.Timers = rt.timers.AppendSnapshot(nil, rt.op.KeyGroupStart, rt.op.KeyGroupEnd)
 	return nil
 }
 
@@ -268,11 +333,15 @@ func (rt *keyedRuntime) timerFor(ts int64, ns []byte) timer.Timer {
 
 func (rt *keyedRuntime) registerProcessingTime(t timer.Timer) {
 	rt.timers.RegisterProcessingTime(t)
-	if rt.ptWakeup[t.Timestamp] {
+	rt.armProcessingTime(t.Timestamp)
+}
+
+// armProcessingTime makes the task fire due processing-time timers at ts.
+func (rt *keyedRuntime) armProcessingTime(ts int64) {
+	if rt.ptWakeup[ts] {
 		return
 	}
-	rt.ptWakeup[t.Timestamp] = true
-	ts := t.Timestamp
+	rt.ptWakeup[ts] = true
 	rt.op.Schedule(time.UnixMilli(ts), func() error {
 		delete(rt.ptWakeup, ts)
 		return rt.timers.AdvanceProcessingTime(rt.op.Now().UnixMilli(), func(t timer.Timer) error { return rt.fire(t, false) })

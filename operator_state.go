@@ -2,8 +2,11 @@ package weir
 
 import (
 	"fmt"
+	"slices"
+	"strings"
 
 	"github.com/weirstream/weir/codec"
+	"github.com/weirstream/weir/internal/checkpoint/metadata"
 	"github.com/weirstream/weir/internal/state"
 )
 
@@ -31,6 +34,24 @@ type operatorState struct {
 
 func newOperatorState(fail func(error)) *operatorState {
 	return &operatorState{store: state.NewOperatorStore(), fail: fail}
+}
+
+// snapshot copies every list, sorted by name.
+func (os *operatorState) snapshot() []metadata.List {
+	ls := os.store.Lists()
+	if len(ls) == 0 {
+		return nil
+	}
+	out := make([]metadata.List, 0, len(ls))
+	for _, l := range ls {
+		elems := slices.Clone(l.Elements)
+		if elems == nil {
+			elems = [][]byte{}
+		}
+		out = append(out, metadata.List{Name: l.Name, Union: l.Distribution == state.UnionDistribute, Elements: elems})
+	}
+	slices.SortFunc(out, func(a, b metadata.List) int { return strings.Compare(a.Name, b.Name) })
+	return out
 }
 
 // OperatorListState is a list of elements held by one operator subtask.

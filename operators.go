@@ -1,6 +1,8 @@
 package weir
 
 import (
+	"encoding/binary"
+	"errors"
 	"fmt"
 
 	"github.com/weirstream/weir/internal/graph"
@@ -19,8 +21,26 @@ type opBase struct {
 }
 
 func newOpBase(ctx *task.OpContext) opBase {
-	return opBase{ctx: ctx, tr: ctx.Tracker, id: ctx.Index, parent: ctx.Parent,
-		opState: newOperatorState(func(err error) { ctx.Fail(err) })}
+	os := newOperatorState(func(err error) { ctx.Fail(err) })
+	if r := ctx.Restored; r != nil {
+		for _, l := range r.Lists {
+			d := state.SplitDistribute
+			if l.Union {
+				d = state.UnionDistribute
+			}
+			// A fresh store has no lists yet: List cannot fail here.
+			ol, _ := os.store.List(l.Name, d)
+			ol.Elements = l.Elements
+		}
+	}
+	return opBase{ctx: ctx, tr: ctx.Tracker, id: ctx.Index, parent: ctx.Parent, opState: os}
+}
+
+// SnapshotState copies the operator's list states (the synchronous phase;
+// elements are never changed in place, so copying the outer slices
+// suffices).
+func (b *opBase) SnapshotState(int64) (task.OperatorSnapshot, error) {
+	return task.OperatorSnapshot{Lists: b.opState.snapshot()}, nil
 }
 
 func (opBase) Open() error     { return nil }
@@ -50,8 +70,17 @@ type sourceOp[T any] struct {
 }
 
 func (s *sourceOp[T]) Open() error {
+	var restored [][]byte
+	if s.ctx.Restored != nil {
+		// Restored, even without a splits list: the reader resumes with
+		// exactly these (possibly no) splits instead of starting over.
+		restored = [][]byte{}
+		if l, ok := s.ctx.Restored.List(sourceSplitsState); ok {
+			restored = l.Elements
+		}
+	}
 	r, err := s.src.CreateReader(SourceContext{Subtask: s.ctx.Subtask, Parallelism: s.ctx.Parallelism,
-		Operator: s.ctx.Name, Logger: s.ctx.Logger, state: s.opState})
+		Operator: s.ctx.Name, Logger: s.ctx.Logger, RestoredSplits: restored, state: s.opState})
 	s.reader = r
 	return err
 }
@@ -72,21 +101,22 @@ const sourceSplitsState = "source-splits"
 // SnapshotState stores the reader's unfinished splits, if it is
 // checkpointed, in the operator's list state: the position a restore
 // resumes from.
-func (s *sourceOp[T]) SnapshotState(int64) error {
-	cr, ok := s.reader.(CheckpointedReader)
-	if !ok {
-		return nil
+func (s *sourceOp[T]) SnapshotState(id int64) (task.OperatorSnapshot, error) {
+	if cr, ok := s.reader.(CheckpointedReader); ok {
+		splits, err := cr.SnapshotSplits()
+		if err != nil {
+			return task.OperatorSnapshot{}, fmt.Errorf("snapshot source splits: %w", err)
+		}
+		l, err := s.opState.store.List(sourceSplitsState, state.SplitDistribute)
+		if err != nil {
+			return task.OperatorSnapshot{}, err
+		}
+		if splits == nil {
+			splits = [][]byte{} // finished: an empty list, not "no state"
+		}
+		l.Elements = splits
 	}
-	splits, err := cr.SnapshotSplits()
-	if err != nil {
-		return fmt.Errorf("snapshot source splits: %w", err)
-	}
-	l, err := s.opState.store.List(sourceSplitsState, state.SplitDistribute)
-	if err != nil {
-		return err
-	}
-	l.Elements = splits
-	return nil
+	return s.opBase.SnapshotState(id)
 }
 
 func (s *sourceOp[T]) Close() error {
@@ -175,15 +205,88 @@ func SinkTo[T any](s *DataStream[T], sink Sink[T]) *DataSink {
 
 type sinkOp[T any] struct {
 	opBase
-	sink   Sink[T]
-	writer SinkWriter[T]
+	sink    Sink[T]
+	writer  SinkWriter[T]
+	tpc     TwoPhaseCommitSink[T]
+	pre     PreCommitter
+	pending []sinkTxn // pre-committed, not yet committed, oldest first
+}
+
+// sinkTxnState is the union list state a two-phase-commit sink keeps its
+// pending transactions in: every subtask of a restored sink sees them all
+// and commits those of the old subtasks it owns (old index mod new
+// parallelism), which matches how the file sink divides leftover files.
+const sinkTxnState = "sink-transactions"
+
+type sinkTxn struct {
+	checkpoint int64
+	subtask    int
+	txn        []byte
+}
+
+func (t sinkTxn) encode() []byte {
+	b := binary.AppendUvarint(nil, uint64(t.checkpoint))
+	b = binary.AppendUvarint(b, uint64(t.subtask))
+	return append(b, t.txn...)
+}
+
+func decodeSinkTxn(b []byte) (sinkTxn, error) {
+	cp, n := binary.Uvarint(b)
+	if n <= 0 {
+		return sinkTxn{}, errors.New("corrupt sink transaction")
+	}
+	sub, m := binary.Uvarint(b[n:])
+	if m <= 0 {
+		return sinkTxn{}, errors.New("corrupt sink transaction")
+	}
+	return sinkTxn{checkpoint: int64(cp), subtask: int(sub), txn: b[n+m:]}, nil
+}
+
+func (s *sinkOp[T]) sinkContext() SinkContext {
+	return SinkContext{Subtask: s.ctx.Subtask, Parallelism: s.ctx.Parallelism,
+		Operator: s.ctx.Name, Logger: s.ctx.Logger, RunID: s.ctx.RunID, state: s.opState}
 }
 
 func (s *sinkOp[T]) Open() error {
-	w, err := s.sink.CreateWriter(SinkContext{Subtask: s.ctx.Subtask, Parallelism: s.ctx.Parallelism,
-		Operator: s.ctx.Name, Logger: s.ctx.Logger, state: s.opState})
+	sc := s.sinkContext()
+	if tpc, ok := s.sink.(TwoPhaseCommitSink[T]); ok {
+		s.tpc = tpc
+		// Commit what the restored checkpoint pre-committed before the
+		// writer exists: the writer then discards every other leftover.
+		if r := s.ctx.Restored; r != nil {
+			l, _ := r.List(sinkTxnState)
+			for _, e := range l.Elements {
+				t, err := decodeSinkTxn(e)
+				if err != nil {
+					return err
+				}
+				if t.subtask%s.ctx.Parallelism != s.ctx.Subtask {
+					continue
+				}
+				if err := tpc.Commit(sc, t.txn); err != nil {
+					return fmt.Errorf("commit transaction of restored checkpoint %d: %w", t.checkpoint, err)
+				}
+			}
+		}
+	}
+	w, err := s.sink.CreateWriter(sc)
 	s.writer = w
-	return err
+	if err != nil {
+		return err
+	}
+	if s.tpc != nil {
+		pre, ok := w.(PreCommitter)
+		if !ok {
+			return fmt.Errorf("the writer of two-phase-commit sink %q does not implement PreCommitter", s.ctx.Name)
+		}
+		s.pre = pre
+		// Register the list now: a restored one is replaced at the next
+		// snapshot by this subtask's own pending transactions.
+		if _, err := s.opState.store.List(sinkTxnState, state.UnionDistribute); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 func (s *sinkOp[T]) Collect(v T) {
@@ -194,7 +297,63 @@ func (s *sinkOp[T]) Collect(v T) {
 	s.tr.Cur = s.parent
 }
 
-func (s *sinkOp[T]) EndInput() error { return s.writer.Flush() }
+func (s *sinkOp[T]) EndInput() error {
+	if err := s.writer.Flush(); err != nil {
+		return err
+	}
+	if s.tpc == nil || s.ctx.Checkpointing {
+		return nil // the final checkpoint pre-commits and commits the rest
+	}
+	txn, err := s.pre.PreCommit(0)
+	if err != nil || txn == nil {
+		return err
+	}
+	return s.tpc.Commit(s.sinkContext(), txn)
+}
+
+// SnapshotState pre-commits the open transaction and stores every pending
+// one.
+func (s *sinkOp[T]) SnapshotState(id int64) (task.OperatorSnapshot, error) {
+	if s.tpc != nil {
+		txn, err := s.pre.PreCommit(id)
+		if err != nil {
+			return task.OperatorSnapshot{}, fmt.Errorf("pre-commit: %w", err)
+		}
+		if txn != nil {
+			s.pending = append(s.pending, sinkTxn{checkpoint: id, subtask: s.ctx.Subtask, txn: txn})
+		}
+		l, err := s.opState.store.List(sinkTxnState, state.UnionDistribute)
+		if err != nil {
+			return task.OperatorSnapshot{}, err
+		}
+		l.Elements = make([][]byte, len(s.pending))
+		for i, t := range s.pending {
+			l.Elements[i] = t.encode()
+		}
+	}
+	return s.opBase.SnapshotState(id)
+}
+
+// NotifyCheckpointComplete commits every transaction pre-committed at or
+// before checkpoint id.
+func (s *sinkOp[T]) NotifyCheckpointComplete(id int64) error {
+	n := 0
+	for _, t := range s.pending {
+		if t.checkpoint > id {
+			break
+		}
+		if err := s.tpc.Commit(s.sinkContext(), t.txn); err != nil {
+			return fmt.Errorf("commit transaction of checkpoint %d: %w", t.checkpoint, err)
+		}
+		n++
+	}
+	s.pending = s.pending[n:]
+	return nil
+}
+
+// NotifyCheckpointAborted keeps the transactions: the next completed
+// checkpoint commits them (they are in its state too).
+func (s *sinkOp[T]) NotifyCheckpointAborted(int64) error { return nil }
 
 func (s *sinkOp[T]) Close() error {
 	if s.writer == nil {

@@ -56,8 +56,15 @@ type Options struct {
 	// Logger receives the job's logs. Default slog.Default().
 	Logger *slog.Logger
 
+	// Checkpointing and recovery; see CheckpointOptions.
+	Checkpoint CheckpointOptions
+	// Restart is the restart strategy; see RestartOptions.
+	Restart RestartOptions
+
 	// clock drives processing time in tests; default the system clock.
 	clock clock.Clock
+	// hooks inject failures in tests.
+	hooks testHooks
 }
 
 // EnsureDefaults fills zero fields with their defaults.
@@ -92,6 +99,7 @@ func (o *Options) EnsureDefaults() {
 	if o.clock == nil {
 		o.clock = clock.Real()
 	}
+	o.Checkpoint.ensureDefaults()
 }
 
 // Validate reports every invalid field at once.
@@ -117,6 +125,10 @@ func (o *Options) Validate() error {
 	if o.AutoWatermarkInterval < 0 {
 		errs = append(errs, fmt.Errorf("auto watermark interval %v must not be negative", o.AutoWatermarkInterval))
 	}
+	errs = append(errs, o.Checkpoint.validate()...)
+	if err := o.Restart.config(o.Checkpoint.Interval > 0).Validate(); err != nil {
+		errs = append(errs, err)
+	}
 	return errors.Join(errs...)
 }
 
@@ -132,6 +144,29 @@ func OptionsFromConfig(c *config.Config) Options {
 		StateBackend:           c.String("state.backend.type"),
 		StateDir:               c.String("state.backend.local-dir"),
 		AutoWatermarkInterval:  c.Duration("pipeline.auto-watermark-interval"),
+	}
+	o.Checkpoint = CheckpointOptions{
+		Interval:           c.Duration("execution.checkpointing.interval"),
+		Dir:                c.String("execution.checkpointing.dir"),
+		Mode:               c.String("execution.checkpointing.mode"),
+		Timeout:            c.Duration("execution.checkpointing.timeout"),
+		MinPause:           c.Duration("execution.checkpointing.min-pause"),
+		MaxConcurrent:      int(c.Int("execution.checkpointing.max-concurrent-checkpoints")),
+		TolerableFailures:  int(c.Int("execution.checkpointing.tolerable-failed-checkpoints")),
+		NumRetained:        int(c.Int("execution.checkpointing.num-retained")),
+		Retention:          c.String("execution.checkpointing.externalized-checkpoint-retention"),
+		RestorePath:        c.String("execution.state-recovery.path"),
+	}
+	o.Restart = RestartOptions{
+		Type:                   c.String("restart-strategy.type"),
+		FixedDelayAttempts:     int(c.Int("restart-strategy.fixed-delay.attempts")),
+		FixedDelay:             c.Duration("restart-strategy.fixed-delay.delay"),
+		MaxFailuresPerInterval: int(c.Int("restart-strategy.failure-rate.max-failures-per-interval")),
+		FailureRateInterval:    c.Duration("restart-strategy.failure-rate.failure-rate-interval"),
+		FailureRateDelay:       c.Duration("restart-strategy.failure-rate.delay"),
+		InitialBackoff:         c.Duration("restart-strategy.exponential-delay.initial-backoff"),
+		MaxBackoff:             c.Duration("restart-strategy.exponential-delay.max-backoff"),
+		ResetBackoffThreshold:  c.Duration("restart-strategy.exponential-delay.reset-backoff-threshold"),
 	}
 	if mp := c.Int("pipeline.max-parallelism"); mp > 0 {
 		o.MaxParallelism = int(mp)

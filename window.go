@@ -379,6 +379,12 @@ func (o *windowOp[K, IN, OUT]) Open() error {
 
 func (o *windowOp[K, IN, OUT]) Close() error { return o.rt.close() }
 
+// SnapshotState adds the window contents (keyed state) and timers.
+func (o *windowOp[K, IN, OUT]) SnapshotState(id int64) (task.OperatorSnapshot, error) {
+	s, _ := o.opBase.SnapshotState(id)
+	return s, o.rt.snapshot(&s)
+}
+
 func (o *windowOp[K, IN, OUT]) ProcessWatermark(wm int64) error { return o.rt.advanceWatermark(wm) }
 
 func (o *windowOp[K, IN, OUT]) eventTime() bool { return o.w.assigner.eventTime }

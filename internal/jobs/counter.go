@@ -83,7 +83,7 @@ func (c *Counter) Build(env *weir.Environment, _ io.Writer) error {
 	counts := weir.KeyedProcess(weir.KeyBy(nums, func(i int64) int64 { return i % keys }),
 		func() weir.KeyedProcessFunction[int64, int64, string] { return &countPerKey{} }).
 		Name("Count").UID("counter-count")
-	weir.SinkTo(counts, sink.TextDir(c.output, func(s string) string { return s })).UID("counter-sink")
+	weir.SinkTo[string](counts, sink.Files(c.output, func(s string) string { return s })).UID("counter-sink")
 	return nil
 }
 

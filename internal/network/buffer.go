@@ -38,6 +38,11 @@ const (
 	// an idle producer's watermark is ignored downstream until it is active
 	// again.
 	EventWatermarkStatus
+	// EventEndOfData says the producer subtask will send no more records
+	// (its input ended); checkpoint barriers and then EventEndOfPartition
+	// may still follow, so a final checkpoint can commit what the records
+	// produced.
+	EventEndOfData
 )
 
 // String returns the event kind's name.
@@ -53,6 +58,8 @@ func (k EventKind) String() string {
 		return "CancelBarrier"
 	case EventWatermarkStatus:
 		return "WatermarkStatus"
+	case EventEndOfData:
+		return "EndOfData"
 	}
 	return "Unknown"
 }

@@ -1,38 +1,99 @@
 package task
 
 import (
+	"bufio"
+	"context"
+	"errors"
 	"fmt"
+	"io"
 	"time"
 
 	"github.com/weirstream/weir/internal/checkpoint/barrier"
+	"github.com/weirstream/weir/internal/checkpoint/metadata"
+	"github.com/weirstream/weir/internal/checkpoint/storage"
 	"github.com/weirstream/weir/internal/network"
+	"github.com/weirstream/weir/internal/state"
 )
 
-// CheckpointParticipant is implemented by operators that take part in
-// checkpoints. SnapshotState is the synchronous phase, called on the task
-// goroutine after every record before barrier id and before any record
-// after it.
-type CheckpointParticipant interface {
-	SnapshotState(id int64) error
+// Snapshotter is implemented by operators that have state to checkpoint.
+// SnapshotState is the synchronous phase of checkpoint id, called on the
+// task goroutine after every record before barrier id and before any record
+// after it. It must be quick whatever the state size: it copies small state
+// (operator lists) and freezes keyed state (state.TakeSnapshot); the
+// asynchronous phase writes the frozen view elsewhere.
+type Snapshotter interface {
+	SnapshotState(id int64) (OperatorSnapshot, error)
 }
 
-// Ack is a subtask's answer to a checkpoint: its synchronous snapshot was
-// taken (Declined unset), or it declined.
+// OperatorSnapshot is what an operator's synchronous phase hands to the
+// asynchronous one.
+type OperatorSnapshot struct {
+	// Lists are the operator list states, copied: the operator may change
+	// its lists as soon as SnapshotState returns.
+	Lists []metadata.List
+	// Keyed is the frozen keyed state, written and released by the
+	// asynchronous phase; nil for operators without keyed state.
+	Keyed state.Snapshot
+	// Timers are the encoded timers (timer.Service.AppendSnapshot); empty
+	// for none.
+	Timers []byte
+}
+
+func (s OperatorSnapshot) empty() bool {
+	return len(s.Lists) == 0 && s.Keyed == nil && len(s.Timers) == 0
+}
+
+// CheckpointListener is implemented by operators that act when a checkpoint
+// completes or is aborted (two-phase-commit sinks). Both run on the task
+// goroutine; an error fails the task.
+type CheckpointListener interface {
+	NotifyCheckpointComplete(id int64) error
+	NotifyCheckpointAborted(id int64) error
+}
+
+// OperatorState is one chained operator's part of a subtask's
+// acknowledgement: what goes into the checkpoint's metadata for it.
+type OperatorState struct {
+	UID, Name                   string
+	Parallelism, MaxParallelism int
+	State                       metadata.Subtask
+}
+
+// DeclineReason says why a subtask declined a checkpoint.
+type DeclineReason int
+
+const (
+	// DeclineBarrier: the barrier handler aborted the checkpoint (a newer
+	// barrier or a cancellation barrier arrived first).
+	DeclineBarrier DeclineReason = iota + 1
+	// DeclineSubsumed: a newer checkpoint overtook this one.
+	DeclineSubsumed
+	// DeclineAsync: the asynchronous phase (upload) failed.
+	DeclineAsync
+)
+
+// Ack is a subtask's answer to a checkpoint: its snapshot is durable
+// (Declined unset), or it declined.
 type Ack struct {
 	Vertex, Subtask int
 	ID              int64
 	// StartDelay is the time from the trigger to the first barrier reaching
 	// the subtask; Alignment the time its inputs were (partly) blocked;
-	// Sync the synchronous phase.
-	StartDelay, Alignment, Sync time.Duration
-	// Declined is the reason the subtask declined the checkpoint.
+	// Sync the synchronous phase; Async the asynchronous one.
+	StartDelay, Alignment, Sync, Async time.Duration
+	// Bytes is the size of the subtask's state in the checkpoint.
+	Bytes int64
+	// State is the state of each chained operator that has some.
+	State []OperatorState
+	// Declined is the reason the subtask declined; Reason classifies it.
 	Declined error
+	Reason   DeclineReason
 }
 
 // TriggerCheckpoint starts checkpoint id at every source subtask: each takes
 // its snapshot and emits barrier id, between two source batches. Barriers
-// then flow with the records; every subtask acknowledges on Acks once it
-// snapshotted. triggerTime is in Unix milliseconds.
+// then flow with the records; every subtask acknowledges on Acks once its
+// snapshot is durable. triggerTime is in Unix milliseconds.
 func (j *Job) TriggerCheckpoint(id, triggerTime int64) {
 	for _, t := range j.tasks {
 		if t.source == nil {
@@ -45,27 +106,193 @@ func (j *Job) TriggerCheckpoint(id, triggerTime int64) {
 	}
 }
 
+// NotifyCheckpointComplete tells every subtask that checkpoint id is
+// complete (its _metadata is durable): two-phase-commit sinks commit. final
+// says that id was triggered after every source ended (SourcesEnded), so
+// it holds everything the job produced: with Options.FinalCheckpoint,
+// subtasks then finish.
+func (j *Job) NotifyCheckpointComplete(id int64, final bool) {
+	for _, t := range j.tasks {
+		t.mail.post(func() error {
+			err := t.notify(id, true)
+			t.finalDone = t.finalDone || final
+			return err
+		})
+	}
+}
+
+// NotifyCheckpointAborted tells every subtask that checkpoint id was
+// aborted.
+func (j *Job) NotifyCheckpointAborted(id int64) {
+	for _, t := range j.tasks {
+		t.mail.post(func() error { return t.notify(id, false) })
+	}
+}
+
 // Acks delivers the subtasks' checkpoint acknowledgements. Read it while
 // checkpoints run: tasks block on a full channel.
 func (j *Job) Acks() <-chan Ack { return j.acks }
 
+// SourcesEnded is closed once every source subtask has read all its input
+// and told its consumers (end of data). With Options.FinalCheckpoint the
+// tasks then wait for a checkpoint to complete before they finish.
+func (j *Job) SourcesEnded() <-chan struct{} { return j.sourcesEnded }
+
+func (t *task) notify(id int64, complete bool) error {
+	for i, op := range t.ops {
+		l, ok := op.(CheckpointListener)
+		if !ok {
+			continue
+		}
+		t.tracker.Cur = i
+		var err error
+		if complete {
+			err = l.NotifyCheckpointComplete(id)
+		} else {
+			err = l.NotifyCheckpointAborted(id)
+		}
+		if err != nil {
+			what := "completion"
+			if !complete {
+				what = "abort"
+			}
+			return t.opError(i, fmt.Errorf("checkpoint %d %s: %w", id, what, err))
+		}
+	}
+	return nil
+}
+
 // snapshotAndForward runs the synchronous phase of checkpoint id on every
-// chained operator, forwards barrier id on every output and acknowledges.
+// chained operator, forwards barrier id on every output and starts the
+// asynchronous phase, which acknowledges.
 func (t *task) snapshotAndForward(id, triggerTime int64, startDelay, alignment time.Duration) error {
 	start := t.clock.Now()
-	for i, op := range t.ops {
-		if p, ok := op.(CheckpointParticipant); ok {
-			t.tracker.Cur = i
-			if err := p.SnapshotState(id); err != nil {
-				return t.opError(i, fmt.Errorf("snapshot for checkpoint %d: %w", id, err))
-			}
+	if hook := t.hooks.Sync; hook != nil {
+		if err := hook(t.vertex, t.index, id); err != nil {
+			return t.opError(0, fmt.Errorf("snapshot for checkpoint %d: %w", id, err))
 		}
+	}
+	snaps := make([]OperatorSnapshot, len(t.ops))
+	for i, op := range t.ops {
+		p, ok := op.(Snapshotter)
+		if !ok {
+			continue
+		}
+		t.tracker.Cur = i
+		s, err := p.SnapshotState(id)
+		if err != nil {
+			releaseSnapshots(snaps)
+			return t.opError(i, fmt.Errorf("snapshot for checkpoint %d: %w", id, err))
+		}
+		snaps[i] = s
 	}
 	for _, rp := range t.partitions {
 		rp.BroadcastEvent(network.Event{Kind: network.EventBarrier, ID: id, Timestamp: triggerTime})
 	}
-	t.ack(Ack{ID: id, StartDelay: max(startDelay, 0), Alignment: alignment, Sync: t.clock.Now().Sub(start)})
+	a := Ack{ID: id, StartDelay: max(startDelay, 0), Alignment: alignment, Sync: t.clock.Now().Sub(start)}
+	t.async.Add(1)
+	go t.persist(snaps, a)
 	return nil
+}
+
+func releaseSnapshots(snaps []OperatorSnapshot) {
+	for _, s := range snaps {
+		if s.Keyed != nil {
+			s.Keyed.Release()
+		}
+	}
+}
+
+// persist is the asynchronous phase: it writes the frozen state of every
+// operator to checkpoint storage and acknowledges (or declines).
+func (t *task) persist(snaps []OperatorSnapshot, a Ack) {
+	defer t.async.Done()
+	defer releaseSnapshots(snaps)
+	start := time.Now()
+	if hook := t.hooks.Upload; hook != nil {
+		if err := hook(t.vertex, t.index, a.ID); err != nil {
+			t.decline(a, err)
+			return
+		}
+	}
+	for i, s := range snaps {
+		if s.empty() {
+			continue
+		}
+		c := t.ctxs[i]
+		st := metadata.Subtask{Index: c.Subtask, KeyGroupStart: c.KeyGroupStart, KeyGroupEnd: c.KeyGroupEnd, Lists: s.Lists}
+		for _, l := range s.Lists {
+			for _, e := range l.Elements {
+				a.Bytes += int64(len(e))
+			}
+		}
+		base := fmt.Sprintf("op-%s-%d", sanitize(c.UID), c.Subtask)
+		if s.Keyed != nil {
+			h, err := t.writeFile(a.ID, base+".kst", func(w io.Writer) error {
+				_, err := s.Keyed.WriteStream(w)
+				return err
+			})
+			if err != nil {
+				t.decline(a, fmt.Errorf("operator %q: keyed state: %w", c.Name, err))
+				return
+			}
+			st.Keyed = h
+			if h != nil {
+				a.Bytes += h.Size
+			}
+		}
+		if len(s.Timers) > 0 {
+			h, err := t.writeFile(a.ID, base+".tmr", func(w io.Writer) error {
+				_, err := w.Write(s.Timers)
+				return err
+			})
+			if err != nil {
+				t.decline(a, fmt.Errorf("operator %q: timers: %w", c.Name, err))
+				return
+			}
+			st.Timers = h
+			if h != nil {
+				a.Bytes += h.Size
+			}
+		}
+		a.State = append(a.State, OperatorState{UID: c.UID, Name: c.Name, Parallelism: c.Parallelism,
+			MaxParallelism: c.MaxParallelism, State: st})
+	}
+	a.Async = time.Since(start)
+	t.ack(a)
+}
+
+func (t *task) decline(a Ack, err error) {
+	a.Declined = fmt.Errorf("asynchronous phase of checkpoint %d failed in %s: %w", a.ID, t.name, err)
+	a.Reason = DeclineAsync
+	a.State = nil
+	t.ack(a)
+}
+
+// writeFile writes one data file of checkpoint id; without checkpoint
+// storage it only runs write into io.Discard and returns no handle.
+func (t *task) writeFile(id int64, name string, write func(io.Writer) error) (*storage.FileHandle, error) {
+	if t.store == nil {
+		return nil, write(io.Discard)
+	}
+	fw, err := t.store.CreateFile(t.ctx, t.storeJob, id, name)
+	if err != nil {
+		return nil, err
+	}
+	bw := bufio.NewWriterSize(fw, 256<<10)
+	if err := write(bw); err != nil {
+		_ = fw.Abort()
+		return nil, err
+	}
+	if err := bw.Flush(); err != nil {
+		_ = fw.Abort()
+		return nil, err
+	}
+	h, err := fw.Finish()
+	if err != nil {
+		return nil, err
+	}
+	return &h, nil
 }
 
 func (t *task) ack(a Ack) {
@@ -102,13 +329,40 @@ func (t *task) handleBarrierEvent(ch int, ev network.Event) error {
 				return err
 			}
 		case barrier.Abort:
-			t.ack(Ack{ID: a.ID, Declined: fmt.Errorf("%s", a.Message)})
+			reason := DeclineBarrier
+			if a.Reason == barrier.ReasonSubsumed {
+				reason = DeclineSubsumed
+			}
+			t.ack(Ack{ID: a.ID, Declined: errors.New(a.Message), Reason: reason})
 		case barrier.ForwardCancelBarrier:
 			for _, rp := range t.partitions {
 				rp.BroadcastEvent(network.Event{Kind: network.EventCancelBarrier, ID: a.ID})
 			}
 		case barrier.Fail:
 			return t.opError(0, a.Err)
+		}
+	}
+	return nil
+}
+
+// awaitFinalCheckpoint keeps serving mail (checkpoint triggers,
+// notifications) after the task's input ended, until the final checkpoint
+// (one triggered after every source ended) completes: what the last records
+// produced is then committed. No task finishes before, since a finished
+// task could not take part in later checkpoints. Without
+// Options.FinalCheckpoint it returns at once.
+func (t *task) awaitFinalCheckpoint(ctx context.Context) error {
+	for t.final && !t.finalDone {
+		if err := t.serveMail(); err != nil {
+			return err
+		}
+		if t.finalDone {
+			break
+		}
+		select {
+		case <-t.mail.notify:
+		case <-ctx.Done():
+			return t.canceled(ctx)
 		}
 	}
 	return nil

@@ -9,9 +9,12 @@ import (
 	"os"
 	"path/filepath"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/weirstream/weir/internal/checkpoint/barrier"
+	"github.com/weirstream/weir/internal/checkpoint/metadata"
+	"github.com/weirstream/weir/internal/checkpoint/storage"
 	"github.com/weirstream/weir/internal/clock"
 	"github.com/weirstream/weir/internal/graph"
 	"github.com/weirstream/weir/internal/keygroup"
@@ -44,6 +47,41 @@ type Options struct {
 	// StateDir is the root of local working directories for operator state
 	// (Pebble); default "weir-data/state".
 	StateDir string
+
+	// Checkpoints is where the asynchronous phase writes state files;
+	// nil: snapshots are taken and acknowledged but not persisted.
+	Checkpoints *storage.Storage
+	// CheckpointJob is the job's directory in Checkpoints
+	// (storage.SanitizeJob of the job name).
+	CheckpointJob string
+	// CheckpointMode is how tasks with several inputs treat barriers:
+	// barrier.ExactlyOnce (aligned, the default) or barrier.AtLeastOnce.
+	CheckpointMode barrier.Mode
+	// FinalCheckpoint makes every task whose input ended wait, before it
+	// finishes, until a checkpoint it took after the end completes, so that
+	// two-phase-commit sinks commit the last records. The driver triggers
+	// that checkpoint once SourcesEnded is closed.
+	FinalCheckpoint bool
+	// Restore is the checkpoint the job starts from; nil for a fresh start.
+	// Its files are read from RestoreStorage.
+	Restore        *metadata.Checkpoint
+	RestoreStorage *storage.Storage
+	RestoreJob     string
+	// RunID tells this deployment's files (a sink's) from those of earlier
+	// runs; default a random hex string.
+	RunID string
+	// Hooks inject failures in tests.
+	Hooks FaultHooks
+}
+
+// FaultHooks inject failures, for tests. Nil fields do nothing.
+type FaultHooks struct {
+	// Sync runs at the start of a subtask's synchronous snapshot phase;
+	// an error fails the subtask.
+	Sync func(vertex, subtask int, id int64) error
+	// Upload runs at the start of the asynchronous phase; an error declines
+	// the checkpoint.
+	Upload func(vertex, subtask int, id int64) error
 }
 
 // Defaults of Options.
@@ -81,12 +119,20 @@ func (o *Options) ensureDefaults() {
 	if o.StateDir == "" {
 		o.StateDir = filepath.Join("weir-data", "state")
 	}
+	if o.RunID == "" {
+		var b [4]byte
+		_, _ = rand.Read(b[:])
+		o.RunID = fmt.Sprintf("%x", b)
+	}
 }
 
 // Job is a deployed job graph: every subtask built and wired, not yet
 // running.
 type Job struct {
-	acks     chan Ack
+	acks         chan Ack
+	sourcesEnded chan struct{}
+	sourcesLeft  atomic.Int64
+	restored     map[string]*restoredOp
 	stateDir string
 	graph    *graph.JobGraph
 	tasks    []*task
@@ -100,7 +146,15 @@ type Job struct {
 func Deploy(ctx context.Context, jg *graph.JobGraph, opts Options) (*Job, error) {
 	opts.ensureDefaults()
 	jctx, stop := context.WithCancelCause(ctx)
-	j := &Job{graph: jg, opts: opts, ctx: jctx, stop: stop, acks: make(chan Ack, 1024)}
+	j := &Job{graph: jg, opts: opts, ctx: jctx, stop: stop, acks: make(chan Ack, 1024), sourcesEnded: make(chan struct{})}
+	if opts.Restore != nil {
+		r, err := mapRestoredState(jg, opts.Restore)
+		if err != nil {
+			stop(err)
+			return nil, err
+		}
+		j.restored = r
+	}
 	// Each run gets its own state directory, so concurrent runs of a job do
 	// not collide; Run deletes it at the end.
 	var suffix [6]byte
@@ -207,7 +261,12 @@ func (j *Job) buildTask(v *graph.Vertex, index int, gates map[*graph.Vertex][]*n
 			KeyGroupStart: kgStart, KeyGroupEnd: kgEnd, Keyed: keyed,
 			AutoWatermarkInterval: j.opts.AutoWatermarkInterval,
 			StateDir:              filepath.Join(j.stateDir, fmt.Sprintf("%s_%d", sanitize(node.UID), index)),
+			Checkpointing:         j.opts.FinalCheckpoint,
+			RunID:                 j.opts.RunID,
 			task:                  t,
+		}
+		if r := j.restored[node.UID]; r != nil {
+			ctx.Restored = r.forSubtask(index, node.Parallelism, kgStart, kgEnd, j.openRestored)
 		}
 		t.ctxs[i] = ctx
 		b, err := impl.Build(ctx, outs)
@@ -221,9 +280,18 @@ func (j *Job) buildTask(v *graph.Vertex, index int, gates map[*graph.Vertex][]*n
 		t.source = src
 	}
 	t.acks = j.acks
+	t.store, t.storeJob, t.hooks, t.final = j.opts.Checkpoints, j.opts.CheckpointJob, j.opts.Hooks, j.opts.FinalCheckpoint
+	if t.source != nil {
+		j.sourcesLeft.Add(1)
+		t.onEnded = func() {
+			if j.sourcesLeft.Add(-1) == 0 {
+				close(j.sourcesEnded)
+			}
+		}
+	}
 	if gs := gates[v]; gs != nil {
 		t.gate = gs[index]
-		t.barriers = barrier.New(t.gate.NumChannels(), barrier.ExactlyOnce)
+		t.barriers = barrier.New(t.gate.NumChannels(), j.opts.CheckpointMode)
 		t.readers = make([]network.BufferReader, t.gate.NumChannels())
 		for _, e := range v.Inputs {
 			r, err := e.From.Impl.(NodeImpl).Output(e.Output).NewReader(inputs[e.To], e.Timestamped, t.tracker)
@@ -360,3 +428,22 @@ func (j *Job) NetworkMemory() (allocated, capacity int64) {
 	}
 	return allocated, capacity
 }
+
+// TaskInfo names one subtask.
+type TaskInfo struct {
+	Vertex, Subtask int
+	// Name is the vertex name with Flink's "(2/4)" suffix.
+	Name string
+}
+
+// Tasks lists every subtask of the job.
+func (j *Job) Tasks() []TaskInfo {
+	out := make([]TaskInfo, len(j.tasks))
+	for i, t := range j.tasks {
+		out[i] = TaskInfo{Vertex: t.vertex, Subtask: t.index, Name: t.name}
+	}
+	return out
+}
+
+// Cancel stops every task with cause; Run then returns it.
+func (j *Job) Cancel(cause error) { j.stop(cause) }

@@ -166,6 +166,16 @@ type OpContext struct {
 	// StateDir is a local working directory for this operator subtask's
 	// state; it is not created.
 	StateDir string
+	// Checkpointing is set when the job takes checkpoints that end with a
+	// final one: two-phase-commit sinks then commit on checkpoint
+	// completion only, not at the end of input.
+	Checkpointing bool
+	// RunID tells this deployment's files from those of earlier runs.
+	RunID string
+	// Restored is this subtask's share of the operator's state in the
+	// checkpoint the job restores from; nil on a fresh start or when the
+	// checkpoint has no state for the operator.
+	Restored *RestoredState
 
 	task *task
 }

@@ -7,9 +7,11 @@ import (
 	"fmt"
 	"math"
 	"runtime/debug"
+	"sync"
 	"time"
 
 	"github.com/weirstream/weir/internal/checkpoint/barrier"
+	"github.com/weirstream/weir/internal/checkpoint/storage"
 	"github.com/weirstream/weir/internal/clock"
 	"github.com/weirstream/weir/internal/network"
 	"github.com/weirstream/weir/internal/watermark"
@@ -49,6 +51,16 @@ type task struct {
 	barriers *barrier.Handler // for tasks with inputs
 	acks     chan<- Ack
 	ctx      context.Context // the job's, set by run
+
+	// Checkpointing.
+	store     *storage.Storage // nil: snapshots are not persisted
+	storeJob  string
+	hooks     FaultHooks
+	async     sync.WaitGroup // asynchronous phases in flight
+	final     bool           // wait for a final checkpoint after the end of input
+	ended     bool           // the task's input ended (EndInput ran)
+	finalDone bool           // the final checkpoint completed
+	onEnded   func()         // called once when a source task's input ended
 }
 
 func (t *task) init() {
@@ -77,6 +89,10 @@ func (t *task) run(ctx context.Context) (err error) {
 		if r := recover(); r != nil {
 			err = t.recovered(ctx, r)
 		}
+		// Asynchronous phases read the operators' frozen state: let them
+		// end (on failure the canceled context stops their uploads) before
+		// the operators close their backends.
+		t.async.Wait()
 		if cerr := t.closeOps(opened); err == nil {
 			err = cerr
 		}
@@ -102,9 +118,27 @@ func (t *task) run(ctx context.Context) (err error) {
 		if err := t.deliverWatermark(0, math.MaxInt64); err != nil {
 			return err
 		}
+		if err := t.endInput(); err != nil {
+			return err
+		}
+		if t.onEnded != nil {
+			t.onEnded()
+		}
 	} else if err := t.runInput(ctx); err != nil {
 		return err
 	}
+	if err := t.awaitFinalCheckpoint(ctx); err != nil {
+		return err
+	}
+	for _, rp := range t.partitions {
+		rp.BroadcastEvent(network.Event{Kind: network.EventEndOfPartition})
+	}
+	return nil
+}
+
+// endInput runs EndInput on every operator, head first, and tells the
+// consumers that no more records follow.
+func (t *task) endInput() error {
 	for i, op := range t.ops {
 		t.tracker.Cur = i
 		t.tracker.Timestamp = NoTimestamp
@@ -112,8 +146,9 @@ func (t *task) run(ctx context.Context) (err error) {
 			return t.opError(i, fmt.Errorf("end of input: %w", err))
 		}
 	}
+	t.ended = true
 	for _, rp := range t.partitions {
-		rp.BroadcastEvent(network.Event{Kind: network.EventEndOfPartition})
+		rp.BroadcastEvent(network.Event{Kind: network.EventEndOfData})
 	}
 	return nil
 }
@@ -289,6 +324,22 @@ func (t *task) runInput(ctx context.Context) error {
 	n := t.gate.NumChannels()
 	t.inputWM = watermark.NewCombiner(n)
 	live := n
+	dataEnded := make([]bool, n)
+	dataLive := n
+	endData := func(ch int) error {
+		if dataEnded[ch] {
+			return nil
+		}
+		dataEnded[ch] = true
+		dataLive--
+		if err := t.handleEvent(ch, network.Event{Kind: network.EventEndOfData}); err != nil {
+			return err
+		}
+		if dataLive == 0 {
+			return t.endInput()
+		}
+		return nil
+	}
 	for live > 0 {
 		if err := t.awaitOutputs(ctx); err != nil {
 			return err
@@ -311,11 +362,20 @@ func (t *task) runInput(ctx context.Context) error {
 					return err
 				}
 				continue
+			case network.EventEndOfData:
+				if err := endData(ch); err != nil {
+					return err
+				}
+				continue
 			case network.EventEndOfPartition:
 				live--
+				if err := endData(ch); err != nil {
+					return err
+				}
 				if err := t.handleBarrierEvent(ch, b.Event); err != nil {
 					return err
 				}
+				continue
 			}
 			if err := t.handleEvent(ch, b.Event); err != nil {
 				return err
@@ -338,7 +398,7 @@ func (t *task) handleEvent(ch int, ev network.Event) error {
 	var wm int64
 	var advanced bool
 	switch ev.Kind {
-	case network.EventEndOfPartition:
+	case network.EventEndOfData:
 		wm, advanced = t.inputWM.End(ch)
 	case network.EventWatermark:
 		wm, advanced = t.inputWM.Update(ch, ev.Timestamp)

@@ -34,7 +34,7 @@ func (e *eventTarget) SendPriority(b *network.Buffer) { e.Send(b) }
 
 // A task forwards the minimum watermark of its live input channels, once it
 // moves forward, to its chained operators and then its outputs; a channel
-// that ended no longer holds the watermark back.
+// whose data ended no longer holds the watermark back.
 func TestWatermarkIsMinimumOverLiveChannels(t *testing.T) {
 	op := &wmOp{}
 	out := &eventTarget{}
@@ -64,9 +64,9 @@ func TestWatermarkIsMinimumOverLiveChannels(t *testing.T) {
 	step(2, network.Event{Kind: network.EventWatermarkStatus, Idle: false})
 	step(2, wm(12))                                           // active again: min(10, 20, 12) = 10, no change
 	step(0, wm(30))                                           // min(30, 20, 12) = 12
-	step(2, network.Event{Kind: network.EventEndOfPartition}) // ch2 ended: min(30, 20) = 20
-	step(0, network.Event{Kind: network.EventEndOfPartition})
-	step(1, network.Event{Kind: network.EventEndOfPartition}) // all ended: end of event time
+	step(2, network.Event{Kind: network.EventEndOfData}) // ch2 ended: min(30, 20) = 20
+	step(0, network.Event{Kind: network.EventEndOfData})
+	step(1, network.Event{Kind: network.EventEndOfData}) // all ended: end of event time
 	want := []int64{5, 7, 10, 12, 20, math.MaxInt64}
 	if !slices.Equal(op.seen, want) {
 		t.Fatalf("operator saw watermarks %v, want %v", op.seen, want)
@@ -108,7 +108,7 @@ func TestAssignerOwnsItsWatermarks(t *testing.T) {
 		t.Fatal(err)
 	}
 	tk.ctxs[1].EmitIdle(true)
-	if err := tk.handleEvent(0, network.Event{Kind: network.EventEndOfPartition}); err != nil {
+	if err := tk.handleEvent(0, network.Event{Kind: network.EventEndOfData}); err != nil {
 		t.Fatal(err)
 	}
 	if !slices.Equal(head.seen, []int64{50, math.MaxInt64}) || len(asg.seen) != 1 || !slices.Equal(tail.seen, []int64{7, math.MaxInt64}) {

@@ -530,3 +530,34 @@ func BenchmarkRegisterFire(b *testing.B) {
 	}
 	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/n, "ns/timer")
 }
+
+func TestSnapshotRoundTripFiltersKeyGroups(t *testing.T) {
+	s := NewService()
+	s.RegisterEventTime(Timer{Timestamp: 10, Key: []byte("a"), KeyGroup: 1})
+	s.RegisterEventTime(Timer{Timestamp: 20, Key: []byte("b"), KeyGroup: 5, Namespace: []byte("w")})
+	s.RegisterProcessingTime(Timer{Timestamp: -7, Key: []byte("c"), KeyGroup: 3})
+	data := s.AppendSnapshot(nil, 0, 9)
+	if len(s.AppendSnapshot(nil, 6, 9)) != 0 {
+		t.Fatal("a range without timers must encode to nothing")
+	}
+
+	r := NewService()
+	var seen []string
+	if err := r.RestoreSnapshot(data, 2, 9, func(et bool, tm Timer) {
+		seen = append(seen, fmt.Sprintf("%v/%d/%s/%s", et, tm.Timestamp, tm.Key, tm.Namespace))
+	}); err != nil {
+		t.Fatal(err)
+	}
+	want := []string{"false/-7/c/", "true/20/b/w"}
+	if fmt.Sprint(seen) != fmt.Sprint(want) {
+		t.Fatalf("restored %v, want %v", seen, want)
+	}
+	if r.NumEventTimeTimers() != 1 || r.NumProcessingTimeTimers() != 1 {
+		t.Fatalf("restored %d event and %d processing timers", r.NumEventTimeTimers(), r.NumProcessingTimeTimers())
+	}
+	for i := range len(data) - 1 {
+		if err := NewService().RestoreSnapshot(data[:i], 0, 9, nil); !errors.Is(err, ErrCorruptSnapshot) {
+			t.Fatalf("truncated at %d: err %v, want ErrCorruptSnapshot", i, err)
+		}
+	}
+}

@@ -1,0 +1,184 @@
+package weir
+
+import (
+	"fmt"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/weirstream/weir/internal/checkpoint/storage"
+	"github.com/weirstream/weir/internal/restart"
+	"github.com/weirstream/weir/internal/runner"
+	"github.com/weirstream/weir/internal/task"
+)
+
+// CheckpointOptions configure checkpoints and where a job starts from. The
+// zero value disables checkpointing; every field documents its default and
+// its configuration key.
+type CheckpointOptions struct {
+	// Interval between periodic checkpoints. Default 0: checkpointing off
+	// (execution.checkpointing.interval).
+	Interval time.Duration
+	// Dir is the checkpoint storage: a path, file://, mem:// or a gocloud
+	// blob URL (s3://...). Default "weir-data/checkpoints"
+	// (execution.checkpointing.dir).
+	Dir string
+	// Mode is CheckpointingExactlyOnce (aligned barriers, the default) or
+	// CheckpointingAtLeastOnce (execution.checkpointing.mode).
+	Mode string
+	// Timeout after which a pending checkpoint expires. Default 10 minutes
+	// (execution.checkpointing.timeout).
+	Timeout time.Duration
+	// MinPause between the completion of a checkpoint and the next periodic
+	// trigger. Default 0 (execution.checkpointing.min-pause).
+	MinPause time.Duration
+	// MaxConcurrent checkpoints in progress. Default 1
+	// (execution.checkpointing.max-concurrent-checkpoints).
+	MaxConcurrent int
+	// TolerableFailures is how many consecutive failed checkpoints the job
+	// survives before it fails over. Default 0
+	// (execution.checkpointing.tolerable-failed-checkpoints).
+	TolerableFailures int
+	// NumRetained completed checkpoints. Default 1
+	// (execution.checkpointing.num-retained).
+	NumRetained int
+	// Retention of completed checkpoints when the job ends:
+	// "RETAIN_ON_CANCELLATION" (default), "DELETE_ON_CANCELLATION" or
+	// "NO_EXTERNALIZED_CHECKPOINTS"
+	// (execution.checkpointing.externalized-checkpoint-retention).
+	Retention string
+	// RestorePath is the checkpoint to start from: a chk-<n> directory, or
+	// "latest" for the newest complete checkpoint of the job under Dir.
+	// Default empty: a fresh start (execution.state-recovery.path).
+	RestorePath string
+}
+
+// Checkpointing modes.
+const (
+	CheckpointingExactlyOnce = "EXACTLY_ONCE"
+	CheckpointingAtLeastOnce = "AT_LEAST_ONCE"
+)
+
+// RestoreLatest as CheckpointOptions.RestorePath resumes from the newest
+// complete checkpoint of the job.
+const RestoreLatest = "latest"
+
+func (c *CheckpointOptions) ensureDefaults() {
+	if c.Dir == "" {
+		c.Dir = filepath.Join("weir-data", "checkpoints")
+	}
+	if c.Mode == "" {
+		c.Mode = CheckpointingExactlyOnce
+	}
+	c.Mode = strings.ToUpper(c.Mode)
+	if c.Timeout == 0 {
+		c.Timeout = 10 * time.Minute
+	}
+	if c.MaxConcurrent == 0 {
+		c.MaxConcurrent = 1
+	}
+	if c.NumRetained == 0 {
+		c.NumRetained = 1
+	}
+	if c.Retention == "" {
+		c.Retention = string(runner.RetainOnCancellation)
+	}
+	c.Retention = strings.ToUpper(c.Retention)
+}
+
+func (c *CheckpointOptions) validate() []error {
+	var errs []error
+	bad := func(format string, args ...any) { errs = append(errs, fmt.Errorf(format, args...)) }
+	if c.Interval < 0 {
+		bad("checkpoint interval %v must not be negative", c.Interval)
+	}
+	if c.Mode != CheckpointingExactlyOnce && c.Mode != CheckpointingAtLeastOnce {
+		bad("checkpointing mode %q must be %s or %s", c.Mode, CheckpointingExactlyOnce, CheckpointingAtLeastOnce)
+	}
+	if c.Timeout < 0 {
+		bad("checkpoint timeout %v must be positive", c.Timeout)
+	}
+	if c.MinPause < 0 {
+		bad("checkpoint min pause %v must not be negative", c.MinPause)
+	}
+	if c.MaxConcurrent < 1 {
+		bad("max concurrent checkpoints %d must be at least 1", c.MaxConcurrent)
+	}
+	if c.TolerableFailures < 0 {
+		bad("tolerable failed checkpoints %d must not be negative", c.TolerableFailures)
+	}
+	if c.NumRetained < 1 {
+		bad("retained checkpoints %d must be at least 1", c.NumRetained)
+	}
+	switch runner.Retention(c.Retention) {
+	case runner.RetainOnCancellation, runner.DeleteOnCancellation, runner.NoExternalizedCheckpoints:
+	default:
+		bad("checkpoint retention %q must be %s, %s or %s", c.Retention, runner.RetainOnCancellation, runner.DeleteOnCancellation, runner.NoExternalizedCheckpoints)
+	}
+	return errs
+}
+
+// RestartOptions choose the restart strategy, with Flink's keys and
+// defaults. Zero fields take the default of the chosen strategy.
+type RestartOptions struct {
+	// Type is "none", "fixed-delay", "failure-rate" or "exponential-delay".
+	// Default: exponential-delay when checkpointing is enabled, none
+	// otherwise (restart-strategy.type).
+	Type string
+	// FixedDelayAttempts (default 1) and FixedDelay (default 1s)
+	// (restart-strategy.fixed-delay.*).
+	FixedDelayAttempts int
+	FixedDelay         time.Duration
+	// MaxFailuresPerInterval (default 1), FailureRateInterval (default 1
+	// min) and FailureRateDelay (default 1s)
+	// (restart-strategy.failure-rate.*).
+	MaxFailuresPerInterval int
+	FailureRateInterval    time.Duration
+	FailureRateDelay       time.Duration
+	// InitialBackoff (default 1s), MaxBackoff (default 1 min),
+	// BackoffMultiplier (default 1.5), ResetBackoffThreshold (default 1h),
+	// JitterFactor (default 0.1) (restart-strategy.exponential-delay.*).
+	InitialBackoff        time.Duration
+	MaxBackoff            time.Duration
+	BackoffMultiplier     float64
+	ResetBackoffThreshold time.Duration
+	JitterFactor          float64
+}
+
+func (r RestartOptions) config(checkpointing bool) restart.Config {
+	c := restart.Default(checkpointing)
+	if r.Type != "" {
+		c.Type = strings.ToLower(r.Type)
+	}
+	set := func(dst *time.Duration, v time.Duration) {
+		if v != 0 {
+			*dst = v
+		}
+	}
+	if r.FixedDelayAttempts != 0 {
+		c.FixedDelayAttempts = r.FixedDelayAttempts
+	}
+	set(&c.FixedDelay, r.FixedDelay)
+	if r.MaxFailuresPerInterval != 0 {
+		c.MaxFailuresPerInterval = r.MaxFailuresPerInterval
+	}
+	set(&c.FailureRateInterval, r.FailureRateInterval)
+	set(&c.FailureRateDelay, r.FailureRateDelay)
+	set(&c.InitialBackoff, r.InitialBackoff)
+	set(&c.MaxBackoff, r.MaxBackoff)
+	if r.BackoffMultiplier != 0 {
+		c.BackoffMultiplier = r.BackoffMultiplier
+	}
+	set(&c.ResetBackoffThreshold, r.ResetBackoffThreshold)
+	if r.JitterFactor != 0 {
+		c.JitterFactor = r.JitterFactor
+	}
+	return c
+}
+
+// testHooks inject failures and observe checkpoints in tests.
+type testHooks struct {
+	task    task.FaultHooks
+	runner  runner.Hooks
+	storage *storage.Storage // replaces the storage Dir names
+}

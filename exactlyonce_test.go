@@ -1,0 +1,204 @@
+package weir_test
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"runtime/pprof"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/weirstream/weir"
+	"github.com/weirstream/weir/sink"
+	"github.com/weirstream/weir/source"
+)
+
+// failingCommits is sink.Files whose Commit fails once, at the n-th call.
+type failingCommits struct {
+	weir.TwoPhaseCommitSink[string]
+	calls, failAt atomic.Int64
+}
+
+func (f *failingCommits) Commit(ctx weir.SinkContext, txn []byte) error {
+	if f.calls.Add(1) == f.failAt.Load() {
+		return errors.New("injected commit failure")
+	}
+	return f.TwoPhaseCommitSink.Commit(ctx, txn)
+}
+
+// counterJob declares the counter job (running count per key, one line
+// "key,count" per record) over records 0..n-1 with keys keys. failAt makes
+// the count function fail once when it sees that record.
+func counterJob(env *weir.Environment, n, keys int64, out weir.Sink[string], failAt int64, failed *atomic.Bool) {
+	nums := weir.FromSource(env, source.Sequence(0, n-1)).UID("numbers")
+	// Slow the source down a little so that checkpoints (and failures)
+	// happen while records flow.
+	slow := weir.Map(nums, func(i int64) int64 {
+		if i%100 == 0 {
+			time.Sleep(500 * time.Microsecond)
+		}
+		return i
+	}).UID("slow")
+	counts := weir.KeyedProcess(weir.KeyBy(slow, func(i int64) int64 { return i % keys }),
+		func() weir.KeyedProcessFunction[int64, int64, string] {
+			var count *weir.ValueState[int64]
+			return weir.KeyedProcessFunc[int64, int64, string](func(ctx *weir.KeyedContext[int64, string], i int64) error {
+				if count == nil {
+					var err error
+					if count, err = weir.GetValueState(ctx, weir.ValueStateDescriptor[int64]{Name: "count"}); err != nil {
+						return err
+					}
+				}
+				if i == failAt && failed.CompareAndSwap(false, true) {
+					return errors.New("injected failure in a user function")
+				}
+				c, _ := count.Value()
+				c++
+				count.Update(c)
+				ctx.Emit(strconv.FormatInt(ctx.CurrentKey(), 10) + "," + strconv.FormatInt(c, 10))
+				return nil
+			})
+		}).UID("count")
+	weir.SinkTo(counts, out).UID("sink")
+}
+
+// checkCounterOutput verifies the committed files in dir: every key k has
+// the lines k,1 .. k,n_k exactly once, n_k being the number of i < n with
+// i mod keys = k, and nothing else.
+func checkCounterOutput(t *testing.T, dir string, n, keys int64) {
+	t.Helper()
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	seen := make(map[[2]int64]int)
+	lines := 0
+	for _, e := range entries {
+		if strings.HasPrefix(e.Name(), ".") {
+			continue
+		}
+		f, err := os.Open(filepath.Join(dir, e.Name()))
+		if err != nil {
+			t.Fatal(err)
+		}
+		sc := bufio.NewScanner(f)
+		for sc.Scan() {
+			k, c, ok := strings.Cut(sc.Text(), ",")
+			ki, err1 := strconv.ParseInt(k, 10, 64)
+			ci, err2 := strconv.ParseInt(c, 10, 64)
+			if !ok || err1 != nil || err2 != nil {
+				t.Fatalf("%s: bad line %q", e.Name(), sc.Text())
+			}
+			seen[[2]int64{ki, ci}]++
+			lines++
+		}
+		f.Close()
+	}
+	var dups, missing int
+	for k := range keys {
+		nk := n / keys
+		if k < n%keys {
+			nk++
+		}
+		for c := int64(1); c <= nk; c++ {
+			switch seen[[2]int64{k, c}] {
+			case 0:
+				missing++
+			case 1:
+			default:
+				dups++
+			}
+		}
+	}
+	if dups != 0 || missing != 0 || int64(lines) != n {
+		t.Fatalf("committed output is not exactly once: %d lines for %d records, %d (key, count) pairs missing, %d duplicated", lines, n, missing, dups)
+	}
+}
+
+func quietLogger(t *testing.T) *slog.Logger {
+	if testing.Verbose() {
+		return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
+	}
+	return slog.New(slog.NewTextHandler(io.Discard, nil))
+}
+
+// The counter job with failures injected in a user function, in the
+// synchronous phase, in the upload, between the upload and _metadata, and
+// in a sink commit, restarting automatically after each, writes every
+// running count exactly once: nothing lost, nothing duplicated.
+func TestExactlyOnceUnderInjectedFailures(t *testing.T) {
+	for _, backend := range []string{weir.BackendHashMap, weir.BackendPebble} {
+		for _, p := range []int{1, 4} {
+			t.Run(fmt.Sprintf("%s/p%d", backend, p), func(t *testing.T) {
+				seed := rand.Uint64()
+				t.Logf("seed %d", seed)
+				rng := rand.New(rand.NewPCG(seed, 0))
+				const n, keys = 120_000, 97
+				dir := t.TempDir()
+				opts := weir.Options{Parallelism: p, StateBackend: backend, StateDir: filepath.Join(dir, "state"),
+					Logger: quietLogger(t),
+					Checkpoint: weir.CheckpointOptions{Interval: 10 * time.Millisecond, Dir: filepath.Join(dir, "chk")},
+					Restart:    weir.RestartOptions{Type: "fixed-delay", FixedDelayAttempts: 20, FixedDelay: time.Millisecond}}
+				var syncFailed, uploadFailed, metaFailed, userFailed atomic.Bool
+				syncAt, uploadAt, metaAt := 1+rng.Int64N(4), 1+rng.Int64N(4), 1+rng.Int64N(4)
+				syncTask := rng.IntN(p)
+				weir.SetTestHooks(&opts, weir.TestHooks{
+					Sync: func(vertex, subtask int, id int64) error {
+						if id >= syncAt && subtask == syncTask && syncFailed.CompareAndSwap(false, true) {
+							return errors.New("injected failure in the synchronous phase")
+						}
+						return nil
+					},
+					Upload: func(vertex, subtask int, id int64) error {
+						if id >= uploadAt && uploadFailed.CompareAndSwap(false, true) {
+							return errors.New("injected upload failure")
+						}
+						return nil
+					},
+					BeforeMetadata: func(id int64) error {
+						if id >= metaAt && metaFailed.CompareAndSwap(false, true) {
+							return errors.New("injected failure before _metadata")
+						}
+						return nil
+					},
+				})
+				out := &failingCommits{TwoPhaseCommitSink: sink.Files(filepath.Join(dir, "out"), func(s string) string { return s })}
+				out.failAt.Store(2 + rng.Int64N(4))
+				env := weir.NewEnvironment(opts)
+				counterJob(env, n, keys, out, rng.Int64N(n), &userFailed)
+				ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+				defer cancel()
+				if os.Getenv("WEIR_DEBUG_HANG") != "" {
+					tm := time.AfterFunc(20*time.Second, func() { pprof.Lookup("goroutine").WriteTo(os.Stderr, 1) })
+					defer tm.Stop()
+				}
+				res, err := env.ExecuteResult(ctx, "counter")
+				if err != nil {
+					t.Fatal(err)
+				}
+				for name, fired := range map[string]bool{"sync": syncFailed.Load(), "upload": uploadFailed.Load(),
+					"metadata": metaFailed.Load(), "user": userFailed.Load(), "commit": out.calls.Load() >= out.failAt.Load()} {
+					if !fired {
+						t.Errorf("the %s failure was never injected", name)
+					}
+				}
+				// Two failures may hit the same attempt (a sync failure
+				// while an upload fails): one restart covers both.
+				if res.Restarts < 1 || res.Restarts > 5 {
+					t.Errorf("%d restarts, want 1..5 (at most one per injected failure)", res.Restarts)
+				}
+				checkCounterOutput(t, filepath.Join(dir, "out"), n, keys)
+				t.Logf("%d restarts, %d checkpoints completed", res.Restarts, len(res.Completed))
+			})
+		}
+	}
+}

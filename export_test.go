@@ -1,0 +1,42 @@
+package weir
+
+import (
+	"context"
+
+	"github.com/weirstream/weir/internal/checkpoint/metadata"
+	"github.com/weirstream/weir/internal/checkpoint/storage"
+	"github.com/weirstream/weir/internal/clock"
+	"github.com/weirstream/weir/internal/runner"
+	"github.com/weirstream/weir/internal/task"
+)
+
+// TestHooks inject failures into a job run, for the external tests.
+type TestHooks struct {
+	// Sync and Upload run at the start of a subtask's synchronous and
+	// asynchronous snapshot phases.
+	Sync, Upload func(vertex, subtask int, id int64) error
+	// BeforeMetadata runs before a checkpoint's _metadata is written.
+	BeforeMetadata func(id int64) error
+	// Completed observes completed checkpoints.
+	Completed func(id int64, cp *metadata.Checkpoint)
+	// Storage replaces the checkpoint storage Options.Checkpoint.Dir names.
+	Storage *storage.Storage
+	// Clock replaces the system clock.
+	Clock clock.Clock
+}
+
+// SetTestHooks installs h in o.
+func SetTestHooks(o *Options, h TestHooks) {
+	o.hooks = testHooks{
+		task:    task.FaultHooks{Sync: h.Sync, Upload: h.Upload},
+		runner:  runner.Hooks{BeforeMetadata: h.BeforeMetadata, Completed: h.Completed},
+		storage: h.Storage,
+	}
+	o.clock = h.Clock
+}
+
+// ExecuteResult runs the job like Execute and also reports what the runner
+// did.
+func (e *Environment) ExecuteResult(ctx context.Context, name string) (runner.Result, error) {
+	return e.execute(ctx, name)
+}

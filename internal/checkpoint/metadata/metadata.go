@@ -1,0 +1,165 @@
+// Package metadata is the content of a checkpoint's _metadata file: which
+// operator subtask left which state, where its files are, and the
+// checkpoint's statistics. The storage package frames it (magic, version,
+// checksum); this package encodes the payload inside the frame as JSON, so
+// an operator can read it with standard tools (see
+// docs/checkpoint-layout.md).
+//
+// Small state (operator list state: source positions, sink transactions) is
+// stored inline; keyed state and timers are data files referenced by
+// storage.FileHandle, whose size and CRC-32C are verified on restore.
+package metadata
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+
+	"github.com/weirstream/weir/internal/checkpoint/storage"
+)
+
+// Version is the payload schema version this build writes and reads.
+const Version = 1
+
+// Checkpoint is the payload of one _metadata file.
+type Checkpoint struct {
+	Version int    `json:"version"`
+	Job     string `json:"job"`
+	ID      int64  `json:"id"`
+	// TriggerTime and CompletionTime are Unix milliseconds.
+	TriggerTime    int64 `json:"triggerTime"`
+	CompletionTime int64 `json:"completionTime"`
+	// Bytes is the checkpointed data size: the bytes of state the
+	// subtasks reported.
+	Bytes int64 `json:"bytes"`
+	// Operators are sorted by UID.
+	Operators []Operator `json:"operators"`
+}
+
+// Operator is the state of every subtask of one operator.
+type Operator struct {
+	UID            string `json:"uid"`
+	Name           string `json:"name"`
+	Parallelism    int    `json:"parallelism"`
+	MaxParallelism int    `json:"maxParallelism"`
+	// Subtasks are sorted by Index; a subtask without state may be absent.
+	Subtasks []Subtask `json:"subtasks"`
+}
+
+// Subtask is the state of one operator subtask.
+type Subtask struct {
+	Index int `json:"index"`
+	// KeyGroupStart and KeyGroupEnd are the inclusive key-group range of
+	// the keyed state and timers.
+	KeyGroupStart int `json:"keyGroupStart"`
+	KeyGroupEnd   int `json:"keyGroupEnd"`
+	// Lists are the operator list states, inline.
+	Lists []List `json:"lists,omitempty"`
+	// Keyed is the keyed state stream (state package format), if any.
+	Keyed *storage.FileHandle `json:"keyed,omitempty"`
+	// Timers is the timer file, if there are timers.
+	Timers *storage.FileHandle `json:"timers,omitempty"`
+}
+
+// List is one operator list state.
+type List struct {
+	Name string `json:"name"`
+	// Union lists give every subtask all elements on restore; the others
+	// are split.
+	Union    bool     `json:"union,omitempty"`
+	Elements [][]byte `json:"elements"`
+}
+
+// Files returns every data file the checkpoint references.
+func (c *Checkpoint) Files() []storage.FileHandle {
+	var fs []storage.FileHandle
+	for _, op := range c.Operators {
+		for _, st := range op.Subtasks {
+			if st.Keyed != nil {
+				fs = append(fs, *st.Keyed)
+			}
+			if st.Timers != nil {
+				fs = append(fs, *st.Timers)
+			}
+		}
+	}
+	return fs
+}
+
+// Operator returns the operator with uid, and false if the checkpoint has
+// no state for it.
+func (c *Checkpoint) Operator(uid string) (*Operator, bool) {
+	for i := range c.Operators {
+		if c.Operators[i].UID == uid {
+			return &c.Operators[i], true
+		}
+	}
+	return nil, false
+}
+
+// Encode returns the payload bytes. Operators and subtasks are sorted first,
+// so the same state always encodes the same way.
+func Encode(c *Checkpoint) ([]byte, error) {
+	c.Version = Version
+	slices.SortFunc(c.Operators, func(a, b Operator) int {
+		switch {
+		case a.UID < b.UID:
+			return -1
+		case a.UID > b.UID:
+			return 1
+		}
+		return 0
+	})
+	for _, op := range c.Operators {
+		slices.SortFunc(op.Subtasks, func(a, b Subtask) int { return a.Index - b.Index })
+	}
+	return json.Marshal(c)
+}
+
+// ErrInvalid is wrapped by Decode's errors for payloads that do not
+// describe a valid checkpoint.
+var ErrInvalid = errors.New("metadata: invalid checkpoint metadata")
+
+// Decode parses and validates a payload.
+func Decode(payload []byte) (*Checkpoint, error) {
+	var c Checkpoint
+	if err := json.Unmarshal(payload, &c); err != nil {
+		return nil, fmt.Errorf("%w: %v", ErrInvalid, err)
+	}
+	if c.Version != Version {
+		return nil, fmt.Errorf("%w: payload version %d, this build reads version %d", ErrInvalid, c.Version, Version)
+	}
+	if err := c.validate(); err != nil {
+		return nil, fmt.Errorf("%w: %v", ErrInvalid, err)
+	}
+	return &c, nil
+}
+
+func (c *Checkpoint) validate() error {
+	if c.ID < 1 {
+		return fmt.Errorf("checkpoint id %d is not positive", c.ID)
+	}
+	seen := map[string]bool{}
+	for _, op := range c.Operators {
+		if op.UID == "" {
+			return errors.New("an operator has no uid")
+		}
+		if seen[op.UID] {
+			return fmt.Errorf("operator uid %q appears twice", op.UID)
+		}
+		seen[op.UID] = true
+		if op.Parallelism < 1 || op.MaxParallelism < op.Parallelism {
+			return fmt.Errorf("operator %q: parallelism %d, max parallelism %d", op.UID, op.Parallelism, op.MaxParallelism)
+		}
+		for _, st := range op.Subtasks {
+			if st.Index < 0 || st.Index >= op.Parallelism {
+				return fmt.Errorf("operator %q: subtask %d out of range 0..%d", op.UID, st.Index, op.Parallelism-1)
+			}
+			if st.KeyGroupStart < 0 || st.KeyGroupEnd >= op.MaxParallelism || st.KeyGroupStart > st.KeyGroupEnd+1 {
+				return fmt.Errorf("operator %q subtask %d: key groups %d..%d outside 0..%d", op.UID, st.Index, st.KeyGroupStart, st.KeyGroupEnd, op.MaxParallelism-1)
+			}
+		}
+	}
+	return nil
+}

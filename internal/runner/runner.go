@@ -1,0 +1,592 @@
+// Package runner runs one job the way a job master does: it deploys the
+// job's tasks, drives the checkpoint coordinator (triggers, acknowledgements,
+// _metadata, notifications, retention), takes the final checkpoint of a
+// bounded job, and after a failure asks the restart strategy whether and
+// when to redeploy the tasks from the latest completed checkpoint.
+//
+// The coordinator (internal/checkpoint/coordinator) and the restart
+// strategy (internal/restart) are deterministic state machines; this
+// package is the goroutine and the I/O around them. Everything it does to
+// checkpoint storage happens in the order the storage package requires:
+// data files are durable before _metadata is written, and a checkpoint is
+// reported complete, and sinks commit, only after its _metadata is durable.
+package runner
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/weirstream/weir/internal/checkpoint/coordinator"
+	"github.com/weirstream/weir/internal/checkpoint/metadata"
+	"github.com/weirstream/weir/internal/checkpoint/storage"
+	"github.com/weirstream/weir/internal/clock"
+	"github.com/weirstream/weir/internal/graph"
+	"github.com/weirstream/weir/internal/restart"
+	"github.com/weirstream/weir/internal/task"
+)
+
+// Retention is execution.checkpointing.externalized-checkpoint-retention:
+// what happens to completed checkpoints when the job ends.
+type Retention string
+
+// Flink's values.
+const (
+	// RetainOnCancellation keeps completed checkpoints whatever the end
+	// (weir's default: a command-line user expects to resume).
+	RetainOnCancellation Retention = "RETAIN_ON_CANCELLATION"
+	// DeleteOnCancellation deletes them when the job finishes or is
+	// canceled, and keeps them when it fails.
+	DeleteOnCancellation Retention = "DELETE_ON_CANCELLATION"
+	// NoExternalizedCheckpoints deletes them whenever the job ends.
+	NoExternalizedCheckpoints Retention = "NO_EXTERNALIZED_CHECKPOINTS"
+)
+
+// Config describes one job run.
+type Config struct {
+	// JobName names the job in logs and messages.
+	JobName string
+	Graph   *graph.JobGraph
+	// Task is the base of every deployment's task options; the runner sets
+	// the checkpoint and restore fields.
+	Task task.Options
+	// Checkpoint configures the coordinator; Interval 0 disables periodic
+	// checkpoints (and the final checkpoint), unless Storage is set and
+	// Enabled is true.
+	Checkpoint coordinator.Config
+	// Enabled turns checkpointing on; it requires Storage.
+	Enabled bool
+	// Storage holds the job's checkpoints, under JobDir.
+	Storage *storage.Storage
+	JobDir  string
+	// Retention decides what happens to completed checkpoints at the end.
+	Retention Retention
+	// Restart is the restart strategy; nil means never restart.
+	Restart restart.Strategy
+	// From is the checkpoint to start from (weir run --from); nil for a
+	// fresh start. FromStorage and FromJob locate its files; when they are
+	// Storage and JobDir the run owns the checkpoint (it is subsumed like
+	// its own).
+	From        *metadata.Checkpoint
+	FromStorage *storage.Storage
+	FromJob     string
+	// Clock drives checkpoint scheduling and restart delays; default real.
+	Clock  clock.Clock
+	Logger *slog.Logger
+	// Hooks inject failures, for tests.
+	Hooks Hooks
+}
+
+// Hooks inject failures, for tests. Nil fields do nothing.
+type Hooks struct {
+	// BeforeMetadata runs after every data file of checkpoint id is
+	// durable and before its _metadata is written; an error fails the
+	// _metadata write.
+	BeforeMetadata func(id int64) error
+	// Completed runs after checkpoint id completed, before tasks are
+	// notified.
+	Completed func(id int64, cp *metadata.Checkpoint)
+}
+
+// Result reports what a run did.
+type Result struct {
+	// Restarts counts the times the job was redeployed after a failure.
+	Restarts int
+	// Completed lists the ids of the checkpoints completed by this run.
+	Completed []int64
+	// Latest is the newest completed checkpoint known at the end, nil if
+	// none.
+	Latest *metadata.Checkpoint
+}
+
+// ErrNotRestartable wraps failures that a restart cannot fix, such as a
+// checkpoint whose state does not fit the job.
+var ErrNotRestartable = errors.New("not restartable")
+
+// Run runs the job until it finishes, fails beyond what the restart
+// strategy allows, or ctx ends (a cancellation: the in-flight checkpoint
+// is aborted and its files deleted). It returns nil after a clean finish.
+func Run(ctx context.Context, cfg Config) (Result, error) {
+	if cfg.Clock == nil {
+		cfg.Clock = clock.Real()
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	if cfg.Retention == "" {
+		cfg.Retention = RetainOnCancellation
+	}
+	if cfg.Enabled && cfg.Storage == nil {
+		return Result{}, errors.New("runner: checkpointing needs checkpoint storage")
+	}
+	r := &runner{cfg: cfg, log: cfg.Logger, metas: map[int64]*metadata.Checkpoint{}}
+	err := r.run(ctx)
+	res := Result{Restarts: r.restarts, Completed: r.completedIDs, Latest: r.latest}
+	return res, err
+}
+
+type runner struct {
+	cfg Config
+	log *slog.Logger
+
+	nextID       int64
+	latest       *metadata.Checkpoint // newest completed checkpoint
+	retained     []int64              // owned completed checkpoints, oldest first
+	metas        map[int64]*metadata.Checkpoint
+	completedIDs []int64
+	restarts     int
+	bg           sync.WaitGroup // deletions in the background
+}
+
+func (r *runner) run(ctx context.Context) error {
+	defer r.bg.Wait()
+	restoreFrom, restoreStore, restoreJob := r.cfg.From, r.cfg.FromStorage, r.cfg.FromJob
+	if err := r.prepareStorage(ctx); err != nil {
+		return err
+	}
+	for {
+		err := r.attempt(ctx, restoreFrom, restoreStore, restoreJob)
+		if err == nil {
+			r.endRetention(ctx, DeleteOnCancellation, NoExternalizedCheckpoints)
+			return nil
+		}
+		if ctx.Err() != nil {
+			r.endRetention(context.WithoutCancel(ctx), DeleteOnCancellation, NoExternalizedCheckpoints)
+			return err
+		}
+		if errors.Is(err, ErrNotRestartable) || r.cfg.Restart == nil {
+			r.endRetention(ctx, NoExternalizedCheckpoints)
+			return err
+		}
+		again, delay := r.cfg.Restart.OnFailure(r.cfg.Clock.Now())
+		if !again {
+			r.log.Error("job failed; the restart strategy allows no more restarts", "strategy", r.cfg.Restart.String(), "err", err)
+			r.endRetention(ctx, NoExternalizedCheckpoints)
+			return err
+		}
+		from := "its initial state"
+		if r.latest != nil {
+			restoreFrom, restoreStore, restoreJob = r.latest, r.cfg.Storage, r.cfg.JobDir
+			from = fmt.Sprintf("checkpoint %d", r.latest.ID)
+		}
+		r.log.Warn(fmt.Sprintf("Job %s failed; restarting in %s from %s.", r.cfg.JobName, delay, from), "err", err)
+		if err := sleep(ctx, r.cfg.Clock, delay); err != nil {
+			return err
+		}
+		r.restarts++
+	}
+}
+
+func sleep(ctx context.Context, c clock.Clock, d time.Duration) error {
+	if d <= 0 {
+		return ctx.Err()
+	}
+	t := c.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C():
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// prepareStorage picks the first checkpoint id after every chk-<n> the job
+// directory holds, deletes incomplete checkpoints a killed process left,
+// and, when the run starts from one of its own checkpoints, adopts the
+// completed ones so that they are subsumed as usual.
+func (r *runner) prepareStorage(ctx context.Context) error {
+	r.nextID = 1
+	if r.cfg.Storage == nil {
+		return nil
+	}
+	entries, err := r.cfg.Storage.ListCheckpoints(ctx, r.cfg.JobDir)
+	if err != nil {
+		return fmt.Errorf("list checkpoints: %w", err)
+	}
+	own := r.cfg.From != nil && r.cfg.FromStorage == r.cfg.Storage && r.cfg.FromJob == r.cfg.JobDir
+	for _, e := range entries {
+		r.nextID = max(r.nextID, e.ID+1)
+		switch {
+		case !e.Complete:
+			r.log.Info("deleting an incomplete checkpoint left by an earlier run", "checkpoint", e.ID)
+			if err := r.cfg.Storage.DeleteCheckpoint(ctx, r.cfg.JobDir, e.ID); err != nil {
+				r.log.Warn("could not delete an incomplete checkpoint", "checkpoint", e.ID, "err", err)
+			}
+		case own && e.ID <= r.cfg.From.ID:
+			r.retained = append(r.retained, e.ID)
+		}
+	}
+	if r.cfg.From != nil {
+		r.nextID = max(r.nextID, r.cfg.From.ID+1)
+		if own {
+			r.latest = r.cfg.From
+			r.metas[r.cfg.From.ID] = r.cfg.From
+		}
+	}
+	return nil
+}
+
+// endRetention deletes every owned completed checkpoint if the retention
+// policy is one of deleting.
+func (r *runner) endRetention(ctx context.Context, deleting ...Retention) {
+	if r.cfg.Storage == nil || !slices.Contains(deleting, r.cfg.Retention) {
+		return
+	}
+	for _, id := range r.retained {
+		if err := r.cfg.Storage.DeleteCheckpoint(ctx, r.cfg.JobDir, id); err != nil {
+			r.log.Warn("could not delete a checkpoint", "checkpoint", id, "err", err)
+		}
+	}
+	r.retained = nil
+}
+
+// metaResult is the outcome of one _metadata write.
+type metaResult struct {
+	id  int64
+	err error
+}
+
+// attempt deploys the tasks once, restoring from cp if set, and drives
+// checkpoints until the tasks end.
+func (r *runner) attempt(ctx context.Context, cp *metadata.Checkpoint, cpStore *storage.Storage, cpJob string) error {
+	opts := r.cfg.Task
+	opts.JobName = r.cfg.JobName
+	opts.Clock = r.cfg.Clock
+	opts.Logger = r.log
+	opts.RunID = ""
+	opts.Restore, opts.RestoreStorage, opts.RestoreJob = cp, cpStore, cpJob
+	if r.cfg.Enabled {
+		opts.Checkpoints, opts.CheckpointJob, opts.FinalCheckpoint = r.cfg.Storage, r.cfg.JobDir, true
+	}
+	if cp != nil {
+		r.log.Info(fmt.Sprintf("Restoring job %s from checkpoint %d.", r.cfg.JobName, cp.ID))
+	}
+	job, err := task.Deploy(ctx, r.cfg.Graph, opts)
+	if err != nil {
+		if errors.Is(err, task.ErrStateMismatch) {
+			return fmt.Errorf("%w: %w", ErrNotRestartable, err)
+		}
+		return err
+	}
+	d := &driver{r: r, job: job, names: map[coordinator.TaskID]string{}, meta: make(chan metaResult, 64),
+		writing: map[int64]chan struct{}{}}
+	return d.run()
+}
+
+// driver runs one deployment's checkpoints.
+type driver struct {
+	r     *runner
+	job   *task.Job
+	coord *coordinator.Coordinator
+	names map[coordinator.TaskID]string
+
+	meta    chan metaResult
+	writing map[int64]chan struct{} // _metadata writes in flight, closed when done
+	pending map[int64]*metadata.Checkpoint
+
+	sourcesEnded <-chan struct{}
+	finalAfter   int64 // ids >= finalAfter were triggered after the sources ended
+	finalDone    bool
+}
+
+func (d *driver) run() error {
+	r := d.r
+	done := make(chan error, 1)
+	go func() { done <- d.job.Run() }()
+	if !r.cfg.Enabled {
+		for {
+			select {
+			case err := <-done:
+				return err
+			case a := <-d.job.Acks(): // manual snapshots without storage: nothing to keep
+				_ = a
+			}
+		}
+	}
+	var tasks []coordinator.TaskID
+	for _, t := range d.job.Tasks() {
+		id := coordinator.TaskID{Vertex: t.Vertex, Subtask: t.Subtask}
+		tasks = append(tasks, id)
+		d.names[id] = t.Name
+	}
+	cc := r.cfg.Checkpoint
+	cc.Tasks, cc.JobName = tasks, r.cfg.JobName
+	coord, err := coordinator.New(cc, r.cfg.Clock.Now(), r.nextID)
+	if err == nil && r.latest != nil {
+		err = coord.Restore(r.latest.ID, r.retained)
+	}
+	if err != nil {
+		d.job.Cancel(err)
+		<-done
+		return fmt.Errorf("%w: %w", ErrNotRestartable, err)
+	}
+	d.coord = coord
+	d.pending = map[int64]*metadata.Checkpoint{}
+	d.sourcesEnded = d.job.SourcesEnded()
+
+	var timer clock.Timer
+	for {
+		var tc <-chan time.Time
+		if next := d.coord.NextTick(); !next.IsZero() {
+			timer = r.cfg.Clock.NewTimer(max(next.Sub(r.cfg.Clock.Now()), 0))
+			tc = timer.C()
+		}
+		var jobErr error
+		finished := false
+		select {
+		case jobErr = <-done:
+			finished = true
+		case a := <-d.job.Acks():
+			d.onAck(a)
+		case m := <-d.meta:
+			delete(d.writing, m.id)
+			if m.err != nil {
+				d.coord.MetadataFailed(r.cfg.Clock.Now(), m.id, m.err)
+			} else {
+				d.coord.MetadataWritten(r.cfg.Clock.Now(), m.id)
+			}
+		case <-d.sourcesEnded:
+			d.sourcesEnded = nil
+			d.finalAfter = d.coord.NextID()
+		case <-tc:
+			d.coord.Tick(r.cfg.Clock.Now())
+		}
+		if timer != nil {
+			timer.Stop()
+			timer = nil
+		}
+		if finished {
+			return d.finish(jobErr)
+		}
+		d.apply()
+		if d.finalAfter > 0 && !d.finalDone && len(d.coord.Pending()) == 0 && !d.coord.Stopped() {
+			if _, err := d.coord.TriggerManual(r.cfg.Clock.Now()); err == nil {
+				d.apply()
+			}
+		}
+	}
+}
+
+// finish shuts the coordinator down once the tasks ended: pending
+// checkpoints are aborted and their files deleted.
+func (d *driver) finish(jobErr error) error {
+	reason := coordinator.ReasonJobCanceled
+	if jobErr != nil {
+		reason = coordinator.ReasonJobFailing
+	}
+	d.coord.Shutdown(d.r.cfg.Clock.Now(), reason)
+	d.apply()
+	// Late acknowledgements: the coordinator asks to discard their files.
+	for drained := false; !drained; {
+		select {
+		case a := <-d.job.Acks():
+			d.onAck(a)
+			d.apply()
+		default:
+			drained = true
+		}
+	}
+	// _metadata writes still in flight end before the runner returns; the
+	// cleanup of their checkpoints waits for them.
+	for _, ch := range d.writing {
+		<-ch
+	}
+	return jobErr
+}
+
+func (d *driver) onAck(a task.Ack) {
+	now := d.r.cfg.Clock.Now()
+	id := coordinator.TaskID{Vertex: a.Vertex, Subtask: a.Subtask}
+	if a.Declined != nil {
+		reason := coordinator.ReasonDeclined
+		switch a.Reason {
+		case task.DeclineAsync:
+			reason = coordinator.ReasonAsyncFailure
+		case task.DeclineSubsumed:
+			reason = coordinator.ReasonSubsumed
+		}
+		d.coord.Decline(now, a.ID, id, a.Declined, reason)
+		return
+	}
+	d.coord.Ack(now, a.ID, id, coordinator.TaskStats{StartDelay: a.StartDelay, Alignment: a.Alignment,
+		Sync: a.Sync, Async: a.Async, Bytes: a.Bytes}, a.State)
+}
+
+// apply carries out the coordinator's actions.
+func (d *driver) apply() {
+	r := d.r
+	for _, a := range d.coord.Actions() {
+		switch a := a.(type) {
+		case coordinator.Trigger:
+			d.job.TriggerCheckpoint(a.ID, a.Timestamp.UnixMilli())
+		case coordinator.WriteMetadata:
+			d.writeMetadata(a)
+		case coordinator.Completed:
+			cp := d.pending[a.ID]
+			delete(d.pending, a.ID)
+			cp.CompletionTime = r.cfg.Clock.Now().UnixMilli()
+			r.latest = cp
+			r.metas[a.ID] = cp
+			r.retained = append(r.retained, a.ID)
+			r.completedIDs = append(r.completedIDs, a.ID)
+			if d.finalAfter > 0 && a.ID >= d.finalAfter {
+				d.finalDone = true
+			}
+			r.log.Info(d.completionLine(a))
+			if h := r.cfg.Hooks.Completed; h != nil {
+				h(a.ID, cp)
+			}
+		case coordinator.NotifyComplete:
+			d.job.NotifyCheckpointComplete(a.ID, d.finalAfter > 0 && a.ID >= d.finalAfter)
+		case coordinator.Subsume:
+			for _, id := range a.IDs {
+				r.retained = slices.DeleteFunc(r.retained, func(x int64) bool { return x == id })
+				delete(r.metas, id)
+				d.deleteCheckpoint(id, nil)
+			}
+		case coordinator.Aborted:
+			args := []any{"checkpoint", a.ID, "reason", a.Reason.String()}
+			if a.Cause != nil {
+				args = append(args, "cause", a.Cause)
+			}
+			if a.Reason == coordinator.ReasonJobCanceled || a.Reason == coordinator.ReasonJobFailing || a.Reason == coordinator.ReasonSubsumed {
+				r.log.Info(a.Message, args...)
+			} else {
+				r.log.Warn(a.Message, args...)
+			}
+		case coordinator.CleanupFiles:
+			delete(d.pending, a.ID)
+			d.deleteCheckpoint(a.ID, d.writing[a.ID])
+		case coordinator.NotifyAborted:
+			d.job.NotifyCheckpointAborted(a.ID)
+		case coordinator.DiscardState:
+			r.log.Info(a.Message)
+			if states, ok := a.Handle.([]task.OperatorState); ok {
+				d.discard(states)
+			}
+		case coordinator.FailJob:
+			r.log.Error(a.Message, "checkpoint", a.ID, "reason", a.Reason.String())
+			d.job.Cancel(fmt.Errorf("job %s: %s", r.cfg.JobName, a.Message))
+		}
+	}
+}
+
+// writeMetadata assembles the checkpoint's metadata from the tasks'
+// handles and writes it in the background.
+func (d *driver) writeMetadata(a coordinator.WriteMetadata) {
+	r := d.r
+	cp := &metadata.Checkpoint{Job: r.cfg.JobName, ID: a.ID, Bytes: a.Stats.Bytes}
+	if len(a.Stats.Tasks) > 0 {
+		cp.TriggerTime = r.cfg.Clock.Now().Add(-a.Stats.MaxEndToEnd.D).UnixMilli()
+	}
+	ops := map[string]*metadata.Operator{}
+	var order []string
+	for _, h := range a.Handles {
+		states, _ := h.([]task.OperatorState)
+		for _, s := range states {
+			op := ops[s.UID]
+			if op == nil {
+				op = &metadata.Operator{UID: s.UID, Name: s.Name, Parallelism: s.Parallelism, MaxParallelism: s.MaxParallelism}
+				ops[s.UID] = op
+				order = append(order, s.UID)
+			}
+			op.Subtasks = append(op.Subtasks, s.State)
+		}
+	}
+	for _, uid := range order {
+		cp.Operators = append(cp.Operators, *ops[uid])
+	}
+	d.pending[a.ID] = cp
+	payload, err := metadata.Encode(cp)
+	ch := make(chan struct{})
+	d.writing[a.ID] = ch
+	store, job, hook := r.cfg.Storage, r.cfg.JobDir, r.cfg.Hooks.BeforeMetadata
+	ctx := d.jobContext()
+	go func() {
+		if err == nil && hook != nil {
+			err = hook(a.ID)
+		}
+		if err == nil {
+			err = store.WriteMetadata(ctx, job, a.ID, payload)
+		}
+		close(ch)
+		d.meta <- metaResult{id: a.ID, err: err}
+	}()
+}
+
+// jobContext is what storage calls of this deployment run under: they are
+// not canceled by the job's end, since aborting a _metadata write half-way
+// is what cleanup handles anyway, but the process's context bounds them.
+func (d *driver) jobContext() context.Context { return context.Background() }
+
+// deleteCheckpoint deletes chk-id in the background, after wait (an
+// in-flight _metadata write) is closed.
+func (d *driver) deleteCheckpoint(id int64, wait chan struct{}) {
+	r := d.r
+	r.bg.Add(1)
+	go func() {
+		defer r.bg.Done()
+		if wait != nil {
+			<-wait
+		}
+		if err := r.cfg.Storage.DeleteCheckpoint(context.Background(), r.cfg.JobDir, id); err != nil {
+			r.log.Warn("could not delete a checkpoint's files", "checkpoint", id, "err", err)
+		}
+	}()
+}
+
+// discard deletes the files of an acknowledgement nobody took.
+func (d *driver) discard(states []task.OperatorState) {
+	r := d.r
+	for _, s := range states {
+		for _, h := range []*storage.FileHandle{s.State.Keyed, s.State.Timers} {
+			if h == nil {
+				continue
+			}
+			if err := r.cfg.Storage.DeleteFile(context.Background(), r.cfg.JobDir, h.Path); err != nil {
+				r.log.Warn("could not delete a discarded state file", "file", h.Path, "err", err)
+			}
+		}
+	}
+}
+
+// completionLine is the one line a completed checkpoint logs: its id,
+// duration and size, and which subtask had the largest start delay,
+// alignment, synchronous and asynchronous phase.
+func (d *driver) completionLine(a coordinator.Completed) string {
+	s := a.Stats
+	name := func(m coordinator.Max) string { return d.names[m.Task] }
+	return fmt.Sprintf("Completed checkpoint %d for job %s (%s, checkpointDuration=%d ms): max start delay %s at %s, max alignment %s at %s, max sync %s at %s, max async %s at %s.",
+		a.ID, d.r.cfg.JobName, FormatBytes(s.Bytes), a.Duration.Milliseconds(),
+		roundDur(s.MaxStartDelay.D), name(s.MaxStartDelay), roundDur(s.MaxAlignment.D), name(s.MaxAlignment),
+		roundDur(s.MaxSync.D), name(s.MaxSync), roundDur(s.MaxAsync.D), name(s.MaxAsync))
+}
+
+func roundDur(d time.Duration) time.Duration {
+	switch {
+	case d >= time.Second:
+		return d.Round(time.Millisecond)
+	case d >= time.Millisecond:
+		return d.Round(10 * time.Microsecond)
+	}
+	return d.Round(time.Microsecond)
+}
+
+// FormatBytes renders a size for people: "812 B", "3.2 KiB", "41.0 MiB".
+func FormatBytes(n int64) string {
+	const unit = 1024
+	if n < unit {
+		return fmt.Sprintf("%d B", n)
+	}
+	div, exp := int64(unit), 0
+	for m := n / unit; m >= unit; m /= unit {
+		div *= unit
+		exp++
+	}
+	return fmt.Sprintf("%.1f %ciB", float64(n)/float64(div), "KMGTPE"[exp])
+}

@@ -1,0 +1,134 @@
+package task
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"sort"
+	"strings"
+
+	"github.com/weirstream/weir/internal/checkpoint/metadata"
+	"github.com/weirstream/weir/internal/checkpoint/storage"
+	"github.com/weirstream/weir/internal/graph"
+	"github.com/weirstream/weir/internal/state"
+)
+
+// RestoredState is one operator subtask's share of a checkpoint: its
+// operator lists after redistribution, and the keyed-state and timer files
+// whose key-group ranges overlap the subtask's (several after scaling in,
+// part of one after scaling out: the readers filter by key group).
+type RestoredState struct {
+	Lists  []metadata.List
+	Keyed  []storage.FileHandle
+	Timers []storage.FileHandle
+	open   func(storage.FileHandle) (io.ReadCloser, error)
+}
+
+// Open opens a restored file for reading; the content is verified against
+// the handle's size and checksum as it streams (see storage.OpenFile).
+func (r *RestoredState) Open(h storage.FileHandle) (io.ReadCloser, error) { return r.open(h) }
+
+// List returns the restored elements of the operator list state name, and
+// false if the checkpoint has no such list.
+func (r *RestoredState) List(name string) (metadata.List, bool) {
+	for _, l := range r.Lists {
+		if l.Name == name {
+			return l, true
+		}
+	}
+	return metadata.List{}, false
+}
+
+type restoredOp struct {
+	op *metadata.Operator
+}
+
+// ErrStateMismatch is wrapped by the errors of a restore whose checkpoint
+// does not fit the job.
+var ErrStateMismatch = errors.New("checkpoint state does not match the job")
+
+// mapRestoredState matches the checkpoint's operators to the job's nodes by
+// uid. State of an operator the job no longer has, or a changed maximum
+// parallelism (key groups), is an error: restoring would lose state.
+func mapRestoredState(jg *graph.JobGraph, cp *metadata.Checkpoint) (map[string]*restoredOp, error) {
+	nodes := map[string]*graph.Node{}
+	for _, v := range jg.Vertices {
+		for _, n := range v.Nodes {
+			nodes[n.UID] = n
+		}
+	}
+	out := map[string]*restoredOp{}
+	var errs []string
+	for i := range cp.Operators {
+		op := &cp.Operators[i]
+		n, ok := nodes[op.UID]
+		if !ok {
+			errs = append(errs, fmt.Sprintf("the checkpoint has state for operator uid %q (%s), which the job does not have; give the operator its old uid", op.UID, op.Name))
+			continue
+		}
+		if n.MaxParallelism != op.MaxParallelism {
+			errs = append(errs, fmt.Sprintf("operator %q: max parallelism is %d, the checkpoint was taken with %d; key groups cannot be remapped, set pipeline.max-parallelism back to %d", n.Name, n.MaxParallelism, op.MaxParallelism, op.MaxParallelism))
+			continue
+		}
+		out[op.UID] = &restoredOp{op: op}
+	}
+	if len(errs) > 0 {
+		sort.Strings(errs)
+		return nil, fmt.Errorf("%w (checkpoint %d): %s", ErrStateMismatch, cp.ID, strings.Join(errs, "; "))
+	}
+	return out, nil
+}
+
+// forSubtask computes subtask index's share at parallelism p, owning key
+// groups kgStart..kgEnd.
+func (r *restoredOp) forSubtask(index, p, kgStart, kgEnd int, open func(storage.FileHandle) (io.ReadCloser, error)) *RestoredState {
+	rs := &RestoredState{open: open}
+	// Operator lists: per name, gather every old subtask's elements and
+	// redistribute them (split or union) to the new parallelism.
+	type acc struct {
+		union bool
+		old   [][][]byte
+	}
+	var names []string
+	lists := map[string]*acc{}
+	for _, st := range r.op.Subtasks {
+		for _, l := range st.Lists {
+			a := lists[l.Name]
+			if a == nil {
+				a = &acc{union: l.Union, old: make([][][]byte, r.op.Parallelism)}
+				lists[l.Name] = a
+				names = append(names, l.Name)
+			}
+			a.old[st.Index] = append(a.old[st.Index], l.Elements...)
+		}
+		if st.KeyGroupStart <= kgEnd && kgStart <= st.KeyGroupEnd {
+			if st.Keyed != nil {
+				rs.Keyed = append(rs.Keyed, *st.Keyed)
+			}
+			if st.Timers != nil {
+				rs.Timers = append(rs.Timers, *st.Timers)
+			}
+		}
+	}
+	sort.Strings(names)
+	for _, name := range names {
+		a := lists[name]
+		d := state.SplitDistribute
+		if a.union {
+			d = state.UnionDistribute
+		}
+		elems := state.Redistribute(d, a.old, p)[index]
+		if elems == nil {
+			elems = [][]byte{}
+		}
+		rs.Lists = append(rs.Lists, metadata.List{Name: name, Union: a.union, Elements: elems})
+	}
+	return rs
+}
+
+func (j *Job) openRestored(h storage.FileHandle) (io.ReadCloser, error) {
+	if j.opts.RestoreStorage == nil {
+		return nil, fmt.Errorf("no checkpoint storage to read %s from", h.Path)
+	}
+	return j.opts.RestoreStorage.OpenFile(j.ctx, j.opts.RestoreJob, h)
+}

@@ -26,7 +26,7 @@ type epochTagger struct {
 	out   network.Output[tagged]
 }
 
-func (e *epochTagger) Collect(v int64)              { e.out.Collect(tagged{First: v, Second: e.epoch}) }
+func (e *epochTagger) Collect(v int64) { e.out.Collect(tagged{First: v, Second: e.epoch}) }
 func (e *epochTagger) SnapshotState(id int64) (task.OperatorSnapshot, error) {
 	e.epoch = id
 	return task.OperatorSnapshot{}, nil

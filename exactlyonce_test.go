@@ -145,7 +145,7 @@ func TestExactlyOnceUnderInjectedFailures(t *testing.T) {
 				const n, keys = 120_000, 97
 				dir := t.TempDir()
 				opts := weir.Options{Parallelism: p, StateBackend: backend, StateDir: filepath.Join(dir, "state"),
-					Logger: quietLogger(t),
+					Logger:     quietLogger(t),
 					Checkpoint: weir.CheckpointOptions{Interval: 10 * time.Millisecond, Dir: filepath.Join(dir, "chk")},
 					Restart:    weir.RestartOptions{Type: "fixed-delay", FixedDelayAttempts: 20, FixedDelay: time.Millisecond}}
 				var syncFailed, uploadFailed, metaFailed, userFailed atomic.Bool

@@ -146,16 +146,16 @@ func OptionsFromConfig(c *config.Config) Options {
 		AutoWatermarkInterval:  c.Duration("pipeline.auto-watermark-interval"),
 	}
 	o.Checkpoint = CheckpointOptions{
-		Interval:           c.Duration("execution.checkpointing.interval"),
-		Dir:                c.String("execution.checkpointing.dir"),
-		Mode:               c.String("execution.checkpointing.mode"),
-		Timeout:            c.Duration("execution.checkpointing.timeout"),
-		MinPause:           c.Duration("execution.checkpointing.min-pause"),
-		MaxConcurrent:      int(c.Int("execution.checkpointing.max-concurrent-checkpoints")),
-		TolerableFailures:  int(c.Int("execution.checkpointing.tolerable-failed-checkpoints")),
-		NumRetained:        int(c.Int("execution.checkpointing.num-retained")),
-		Retention:          c.String("execution.checkpointing.externalized-checkpoint-retention"),
-		RestorePath:        c.String("execution.state-recovery.path"),
+		Interval:          c.Duration("execution.checkpointing.interval"),
+		Dir:               c.String("execution.checkpointing.dir"),
+		Mode:              c.String("execution.checkpointing.mode"),
+		Timeout:           c.Duration("execution.checkpointing.timeout"),
+		MinPause:          c.Duration("execution.checkpointing.min-pause"),
+		MaxConcurrent:     int(c.Int("execution.checkpointing.max-concurrent-checkpoints")),
+		TolerableFailures: int(c.Int("execution.checkpointing.tolerable-failed-checkpoints")),
+		NumRetained:       int(c.Int("execution.checkpointing.num-retained")),
+		Retention:         c.String("execution.checkpointing.externalized-checkpoint-retention"),
+		RestorePath:       c.String("execution.state-recovery.path"),
 	}
 	o.Restart = RestartOptions{
 		Type:                   c.String("restart-strategy.type"),

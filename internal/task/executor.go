@@ -133,12 +133,12 @@ type Job struct {
 	sourcesEnded chan struct{}
 	sourcesLeft  atomic.Int64
 	restored     map[string]*restoredOp
-	stateDir string
-	graph    *graph.JobGraph
-	tasks    []*task
-	opts     Options
-	ctx      context.Context
-	stop     context.CancelCauseFunc
+	stateDir     string
+	graph        *graph.JobGraph
+	tasks        []*task
+	opts         Options
+	ctx          context.Context
+	stop         context.CancelCauseFunc
 }
 
 // Deploy builds every subtask of jg and wires their network channels. ctx

@@ -62,8 +62,8 @@ func TestWatermarkIsMinimumOverLiveChannels(t *testing.T) {
 	step(1, wm(20))                                                        // min(10, 20, 7) = 7
 	step(2, network.Event{Kind: network.EventWatermarkStatus, Idle: true}) // ch2 idle: min(10, 20) = 10
 	step(2, network.Event{Kind: network.EventWatermarkStatus, Idle: false})
-	step(2, wm(12))                                           // active again: min(10, 20, 12) = 10, no change
-	step(0, wm(30))                                           // min(30, 20, 12) = 12
+	step(2, wm(12))                                      // active again: min(10, 20, 12) = 10, no change
+	step(0, wm(30))                                      // min(30, 20, 12) = 12
 	step(2, network.Event{Kind: network.EventEndOfData}) // ch2 ended: min(30, 20) = 20
 	step(0, network.Event{Kind: network.EventEndOfData})
 	step(1, network.Event{Kind: network.EventEndOfData}) // all ended: end of event time

@@ -134,9 +134,11 @@ func (e *Environment) Execute(ctx context.Context, name string) error {
 	return err
 }
 
-// ErrNoCheckpoint is wrapped by Execute's error when RestorePath is
-// "latest" and the job has no complete checkpoint.
-var ErrNoCheckpoint = errors.New("no complete checkpoint to restore")
+// ErrNoCheckpoint is wrapped by Execute's error when the checkpoint
+// Options.Checkpoint.RestorePath names cannot be restored: "latest" and the
+// job has no complete checkpoint, or a named checkpoint that is missing,
+// truncated, corrupt, or does not fit the job. Nothing has started then.
+var ErrNoCheckpoint = errors.New("cannot restore")
 
 func (e *Environment) execute(ctx context.Context, name string) (runner.Result, error) {
 	jg, err := e.jobGraph()
@@ -202,7 +204,7 @@ func (e *Environment) resolveRestore(ctx context.Context, cfg *runner.Config, st
 	} else {
 		s, cp, err := storage.ResolvePath(ctx, co.RestorePath)
 		if err != nil {
-			return nil, fmt.Errorf("checkpoint %s: %w", co.RestorePath, err)
+			return nil, fmt.Errorf("%w: %w", ErrNoCheckpoint, err)
 		}
 		payload, fromJob = cp.Payload, cp.Job
 		if cp.Job == jobDir && sameDir(filepath.Dir(filepath.Dir(filepath.Clean(co.RestorePath))), co.Dir) {
@@ -215,7 +217,7 @@ func (e *Environment) resolveRestore(ctx context.Context, cfg *runner.Config, st
 	meta, err := metadata.Decode(payload)
 	if err != nil {
 		closeFrom()
-		return nil, fmt.Errorf("checkpoint %s: %w", co.RestorePath, err)
+		return nil, fmt.Errorf("%w from checkpoint %s: %w", ErrNoCheckpoint, co.RestorePath, err)
 	}
 	cfg.From, cfg.FromStorage, cfg.FromJob = meta, from, fromJob
 	return closeFrom, nil

@@ -22,6 +22,7 @@ type runFlags struct {
 	parallelism int
 	sets        []string
 	configPath  string
+	from        string
 }
 
 func (a *app) runCommand() *cobra.Command {
@@ -40,6 +41,8 @@ reported at once, before the job starts (exit code 2). A job that fails while
 running exits with 1 and names the failing operator and subtask; Ctrl-C
 (SIGINT) or SIGTERM stops the job and exits with 130.`,
 		Example: `  weir run wordcount --parallelism 4 --input book.txt --output counts.txt
+  weir run counter --output out --set execution.checkpointing.interval=1s
+  weir run counter --output out --set execution.checkpointing.interval=1s --from latest
   weir run wordcount --lines 100000 --set taskmanager.memory.segment-size=64kb
   weir run wordcount --config weir.yaml --log-format json`,
 		Args: cobra.ArbitraryArgs,
@@ -53,6 +56,7 @@ running exits with 1 and names the failing operator and subtask; Ctrl-C
 		"parallelism of operators that do not set their own; overrides parallelism.default (default 1)")
 	pf.StringArrayVar(&rf.sets, "set", nil, "set the configuration `key=value`; repeatable, later items win (see 'weir config keys')")
 	pf.StringVar(&rf.configPath, "config", "", "YAML configuration `file` (Flink config.yaml syntax)")
+	pf.StringVar(&rf.from, "from", "", "resume from a `checkpoint`: latest (the job's newest complete checkpoint under execution.checkpointing.dir) or a chk-<n> directory; sets execution.state-recovery.path")
 	a.deferErrors(pf)
 	c.SetUsageTemplate(strings.NewReplacer(
 		"Available Commands:", "Jobs:",
@@ -110,6 +114,12 @@ func (a *app) runJob(c *cobra.Command, job jobs.Job, rf *runFlags) error {
 		} else {
 			sets = append(sets, "parallelism.default="+strconv.Itoa(rf.parallelism))
 		}
+	}
+	if c.Flags().Changed("from") {
+		if rf.from == "" {
+			problems = append(problems, errors.New("--from: give latest or the path of a chk-<n> directory"))
+		}
+		sets = append(sets, "execution.state-recovery.path="+rf.from)
 	}
 	cfg, err := config.LoadFile(rf.configPath, sets)
 	if err != nil {
@@ -169,6 +179,8 @@ func execute(ctx context.Context, logger *slog.Logger, name string, exec func(co
 		return interrupted(fmt.Errorf("job %q interrupted (%v)", name, context.Cause(ctx)))
 	case errors.Is(err, weir.ErrInvalidJob):
 		return invalidJob(err)
+	case errors.Is(err, weir.ErrNoCheckpoint):
+		return usageError(err)
 	}
 	return failure(err)
 }

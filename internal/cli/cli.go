@@ -119,6 +119,7 @@ configuration problems, 130 interrupted by SIGINT or SIGTERM.`,
 	pf.StringVar(&a.logLevel, "log-level", "info", "least severe level logged: debug, info, warn or error")
 	root.SetFlagErrorFunc(a.flagError)
 	root.AddCommand(a.runCommand(), a.jobsCommand(), a.configCommand(), a.benchCommand())
+	root.AddCommand(a.checkpointsCommand())
 	return root
 }
 

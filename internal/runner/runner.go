@@ -274,7 +274,7 @@ func (r *runner) attempt(ctx context.Context, cp *metadata.Checkpoint, cpStore *
 		return err
 	}
 	d := &driver{r: r, job: job, names: map[coordinator.TaskID]string{}, meta: make(chan metaResult, 64),
-		writing: map[int64]chan struct{}{}}
+		writing: map[int64]chan struct{}{}, triggers: map[int64]time.Time{}}
 	return d.run()
 }
 
@@ -285,9 +285,10 @@ type driver struct {
 	coord *coordinator.Coordinator
 	names map[coordinator.TaskID]string
 
-	meta    chan metaResult
-	writing map[int64]chan struct{} // _metadata writes in flight, closed when done
-	pending map[int64]*metadata.Checkpoint
+	meta     chan metaResult
+	writing  map[int64]chan struct{} // _metadata writes in flight, closed when done
+	pending  map[int64]*metadata.Checkpoint
+	triggers map[int64]time.Time
 
 	sourcesEnded <-chan struct{}
 	finalAfter   int64 // ids >= finalAfter were triggered after the sources ended
@@ -423,13 +424,14 @@ func (d *driver) apply() {
 	for _, a := range d.coord.Actions() {
 		switch a := a.(type) {
 		case coordinator.Trigger:
+			d.triggers[a.ID] = a.Timestamp
 			d.job.TriggerCheckpoint(a.ID, a.Timestamp.UnixMilli())
 		case coordinator.WriteMetadata:
 			d.writeMetadata(a)
 		case coordinator.Completed:
 			cp := d.pending[a.ID]
 			delete(d.pending, a.ID)
-			cp.CompletionTime = r.cfg.Clock.Now().UnixMilli()
+			delete(d.triggers, a.ID)
 			r.latest = cp
 			r.metas[a.ID] = cp
 			r.retained = append(r.retained, a.ID)
@@ -461,6 +463,7 @@ func (d *driver) apply() {
 			}
 		case coordinator.CleanupFiles:
 			delete(d.pending, a.ID)
+			delete(d.triggers, a.ID)
 			d.deleteCheckpoint(a.ID, d.writing[a.ID])
 		case coordinator.NotifyAborted:
 			d.job.NotifyCheckpointAborted(a.ID)
@@ -480,10 +483,10 @@ func (d *driver) apply() {
 // handles and writes it in the background.
 func (d *driver) writeMetadata(a coordinator.WriteMetadata) {
 	r := d.r
-	cp := &metadata.Checkpoint{Job: r.cfg.JobName, ID: a.ID, Bytes: a.Stats.Bytes}
-	if len(a.Stats.Tasks) > 0 {
-		cp.TriggerTime = r.cfg.Clock.Now().Add(-a.Stats.MaxEndToEnd.D).UnixMilli()
-	}
+	// The completion time recorded is when the last task acknowledged:
+	// _metadata cannot hold the moment it is itself durable.
+	cp := &metadata.Checkpoint{Job: r.cfg.JobName, ID: a.ID, Bytes: a.Stats.Bytes,
+		TriggerTime: d.triggers[a.ID].UnixMilli(), CompletionTime: r.cfg.Clock.Now().UnixMilli()}
 	ops := map[string]*metadata.Operator{}
 	var order []string
 	for _, h := range a.Handles {

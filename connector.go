@@ -142,3 +142,13 @@ type PreCommitter interface {
 	// handle Commit needs, or nil if nothing was written.
 	PreCommit(id int64) ([]byte, error)
 }
+
+// PreCommitSyncer may be implemented by a PreCommitter whose PreCommit
+// leaves the transaction's bytes to be made durable later, so that the
+// synchronous phase stays short: SyncPreCommitted then runs in the
+// asynchronous phase, off the task goroutine, and the checkpoint completes
+// only if it returns nil. It must touch only the pre-committed transaction
+// txn, never the writer's open one.
+type PreCommitSyncer interface {
+	SyncPreCommitted(txn []byte) error
+}

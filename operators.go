@@ -308,6 +308,11 @@ func (s *sinkOp[T]) EndInput() error {
 	if err != nil || txn == nil {
 		return err
 	}
+	if sy, ok := s.pre.(PreCommitSyncer); ok {
+		if err := sy.SyncPreCommitted(txn); err != nil {
+			return err
+		}
+	}
 	return s.tpc.Commit(s.sinkContext(), txn)
 }
 
@@ -330,6 +335,11 @@ func (s *sinkOp[T]) SnapshotState(id int64) (task.OperatorSnapshot, error) {
 		for i, t := range s.pending {
 			l.Elements[i] = t.encode()
 		}
+		snap, err := s.opBase.SnapshotState(id)
+		if sy, ok := s.pre.(PreCommitSyncer); ok && txn != nil {
+			snap.Persist = func() error { return sy.SyncPreCommitted(txn) }
+		}
+		return snap, err
 	}
 	return s.opBase.SnapshotState(id)
 }

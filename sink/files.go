@@ -158,8 +158,9 @@ func (w *filesWriter[T]) Flush() error {
 	return w.bw.Flush()
 }
 
-// PreCommit implements weir.PreCommitter: flush, fsync and close the open
-// file and rename it to pending.
+// PreCommit implements weir.PreCommitter: flush and close the open file and
+// rename it to pending. SyncPreCommitted makes it durable off the task
+// goroutine.
 func (w *filesWriter[T]) PreCommit(int64) ([]byte, error) {
 	if w.file == nil {
 		return nil, nil
@@ -172,20 +173,33 @@ func (w *filesWriter[T]) PreCommit(int64) ([]byte, error) {
 		f.Close()
 		return nil, fmt.Errorf("file sink: %w", err)
 	}
-	if err := f.Sync(); err != nil {
-		f.Close()
-		return nil, fmt.Errorf("file sink: %w", err)
-	}
 	if err := f.Close(); err != nil {
 		return nil, fmt.Errorf("file sink: %w", err)
 	}
 	if err := os.Rename(filepath.Join(w.f.dir, "."+name+".inprogress"), filepath.Join(w.f.dir, "."+name+".pending")); err != nil {
 		return nil, fmt.Errorf("file sink: %w", err)
 	}
-	if err := syncDir(w.f.dir); err != nil {
-		return nil, fmt.Errorf("file sink: %w", err)
-	}
 	return []byte(name), nil
+}
+
+// SyncPreCommitted implements weir.PreCommitSyncer: fsync the pending file
+// and the directory that names it.
+func (w *filesWriter[T]) SyncPreCommitted(txn []byte) error {
+	f, err := os.Open(filepath.Join(w.f.dir, "."+string(txn)+".pending"))
+	if err != nil {
+		return fmt.Errorf("file sink: %w", err)
+	}
+	err = f.Sync()
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = syncDir(w.f.dir)
+	}
+	if err != nil {
+		return fmt.Errorf("file sink: sync %s: %w", txn, err)
+	}
+	return nil
 }
 
 // Close discards the open in-progress file: its records were not

@@ -37,10 +37,14 @@ type OperatorSnapshot struct {
 	// Timers are the encoded timers (timer.Service.AppendSnapshot); empty
 	// for none.
 	Timers []byte
+	// Persist, if set, runs first in the asynchronous phase: work the
+	// synchronous phase left to do off the task goroutine (a sink's fsync).
+	// An error declines the checkpoint.
+	Persist func() error
 }
 
 func (s OperatorSnapshot) empty() bool {
-	return len(s.Lists) == 0 && s.Keyed == nil && len(s.Timers) == 0
+	return len(s.Lists) == 0 && s.Keyed == nil && len(s.Timers) == 0 && s.Persist == nil
 }
 
 // CheckpointListener is implemented by operators that act when a checkpoint
@@ -220,6 +224,12 @@ func (t *task) persist(snaps []OperatorSnapshot, a Ack) {
 			continue
 		}
 		c := t.ctxs[i]
+		if s.Persist != nil {
+			if err := s.Persist(); err != nil {
+				t.decline(a, fmt.Errorf("operator %q: %w", c.Name, err))
+				return
+			}
+		}
 		st := metadata.Subtask{Index: c.Subtask, KeyGroupStart: c.KeyGroupStart, KeyGroupEnd: c.KeyGroupEnd, Lists: s.Lists}
 		for _, l := range s.Lists {
 			for _, e := range l.Elements {

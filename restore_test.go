@@ -1,0 +1,140 @@
+package weir_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/weirstream/weir"
+	"github.com/weirstream/weir/internal/checkpoint/metadata"
+	"github.com/weirstream/weir/sink"
+)
+
+// restoreRun runs the counter job into dir at parallelism p on backend, with
+// checkpoints every 10ms, resuming from restore; stopAfter > 0 cancels the
+// run once that many checkpoints completed.
+func restoreRun(t *testing.T, dir string, p int, backend, restore string, stopAfter int, extra func(*weir.Options)) (weir.Options, error) {
+	t.Helper()
+	opts := weir.Options{Parallelism: p, StateBackend: backend, StateDir: filepath.Join(dir, "state"), Logger: quietLogger(t),
+		Checkpoint: weir.CheckpointOptions{Interval: 10 * time.Millisecond, Dir: filepath.Join(dir, "chk"), RestorePath: restore}}
+	if extra != nil {
+		extra(&opts)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	var done atomic.Int64
+	weir.SetTestHooks(&opts, weir.TestHooks{Completed: func(int64, *metadata.Checkpoint) {
+		if stopAfter > 0 && done.Add(1) == int64(stopAfter) {
+			cancel()
+		}
+	}})
+	env := weir.NewEnvironment(opts)
+	var never atomic.Bool
+	never.Store(true)
+	counterJob(env, 150_000, 97, sink.Files(filepath.Join(dir, "out"), func(s string) string { return s }), -1, &never)
+	_, err := env.ExecuteResult(ctx, "counter")
+	return opts, err
+}
+
+// A job stopped mid-way resumes from its latest checkpoint at another
+// parallelism and on the other state backend (the snapshot format is
+// backend independent, state is split by key group): the committed output
+// is still exactly once.
+func TestResumeRescaledOnOtherBackend(t *testing.T) {
+	for _, c := range []struct {
+		from, to   int
+		fromB, toB string
+	}{{2, 3, weir.BackendHashMap, weir.BackendPebble}, {4, 1, weir.BackendPebble, weir.BackendHashMap}} {
+		t.Run(fmt.Sprintf("p%d-%s-to-p%d-%s", c.from, c.fromB, c.to, c.toB), func(t *testing.T) {
+			dir := t.TempDir()
+			if _, err := restoreRun(t, dir, c.from, c.fromB, "", 3, nil); !errors.Is(err, context.Canceled) {
+				t.Fatalf("first run: %v, want it canceled after 3 checkpoints", err)
+			}
+			if _, err := restoreRun(t, dir, c.to, c.toB, weir.RestoreLatest, 0, nil); err != nil {
+				t.Fatalf("resumed run: %v", err)
+			}
+			checkCounterOutput(t, filepath.Join(dir, "out"), 150_000, 97)
+		})
+	}
+}
+
+// --from latest skips a newest checkpoint whose _metadata is corrupt, with a
+// warning naming it, and restores the one before.
+func TestRestoreLatestSkipsCorruptMetadata(t *testing.T) {
+	dir := t.TempDir()
+	retain2 := func(o *weir.Options) { o.Checkpoint.NumRetained = 2 }
+	if _, err := restoreRun(t, dir, 2, weir.BackendHashMap, "", 4, retain2); !errors.Is(err, context.Canceled) {
+		t.Fatalf("first run: %v", err)
+	}
+	chks, _ := filepath.Glob(filepath.Join(dir, "chk", "counter", "chk-*", "_metadata"))
+	if len(chks) != 2 {
+		t.Fatalf("retained %v, want 2 checkpoints", chks)
+	}
+	id := func(path string) int {
+		n, _ := strconv.Atoi(strings.TrimPrefix(filepath.Base(filepath.Dir(path)), "chk-"))
+		return n
+	}
+	newest, older := chks[0], chks[1]
+	if id(newest) < id(older) {
+		newest, older = older, newest
+	}
+	data, err := os.ReadFile(newest)
+	if err != nil {
+		t.Fatal(err)
+	}
+	data[len(data)/2] ^= 0xff
+	if err := os.WriteFile(newest, data, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	logs := &lockedBuffer{}
+	withLogs := func(o *weir.Options) {
+		retain2(o)
+		o.Logger = newTextLogger(logs)
+	}
+	// The output of the skipped checkpoint may have been committed, so it is
+	// not checked here; only which checkpoint was restored.
+	if _, err := restoreRun(t, dir, 2, weir.BackendHashMap, weir.RestoreLatest, 0, withLogs); err != nil {
+		t.Fatalf("resumed run: %v\n%s", err, logs)
+	}
+	newID, oldID := strconv.Itoa(id(newest)), strconv.Itoa(id(older))
+	if !strings.Contains(logs.String(), "Restoring job counter from checkpoint "+oldID+".") {
+		t.Fatalf("did not restore checkpoint %s:\n%s", oldID, logs)
+	}
+	if !strings.Contains(logs.String(), "checkpoint="+newID) || !strings.Contains(logs.String(), "level=WARN") {
+		t.Fatalf("no warning about the corrupt checkpoint %s:\n%s", newID, logs)
+	}
+}
+
+// A named checkpoint that is corrupt is an error and nothing starts.
+func TestRestoreNamedCorruptCheckpointFails(t *testing.T) {
+	dir := t.TempDir()
+	if _, err := restoreRun(t, dir, 1, weir.BackendHashMap, "", 2, nil); !errors.Is(err, context.Canceled) {
+		t.Fatalf("first run: %v", err)
+	}
+	chks, _ := filepath.Glob(filepath.Join(dir, "chk", "counter", "chk-*", "_metadata"))
+	if len(chks) != 1 {
+		t.Fatalf("retained %v", chks)
+	}
+	if err := os.Truncate(chks[0], 10); err != nil {
+		t.Fatal(err)
+	}
+	before, _ := os.ReadDir(filepath.Join(dir, "out"))
+	_, err := restoreRun(t, dir, 1, weir.BackendHashMap, filepath.Dir(chks[0]), 0, nil)
+	if !errors.Is(err, weir.ErrNoCheckpoint) || !strings.Contains(err.Error(), "corrupt") {
+		t.Fatalf("err = %v, want ErrNoCheckpoint naming the corruption", err)
+	}
+	after, _ := os.ReadDir(filepath.Join(dir, "out"))
+	if len(after) != len(before) {
+		t.Fatalf("the output changed although nothing should have started")
+	}
+}
+
+func newTextLogger(w *lockedBuffer) *slog.Logger { return slog.New(slog.NewTextHandler(w, nil)) }

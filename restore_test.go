@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -13,8 +14,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/spf13/pflag"
+
 	"github.com/weirstream/weir"
 	"github.com/weirstream/weir/internal/checkpoint/metadata"
+	"github.com/weirstream/weir/internal/jobs"
 	"github.com/weirstream/weir/sink"
 )
 
@@ -138,3 +142,73 @@ func TestRestoreNamedCorruptCheckpointFails(t *testing.T) {
 }
 
 func newTextLogger(w *lockedBuffer) *slog.Logger { return slog.New(slog.NewTextHandler(w, nil)) }
+
+// wordcount keeps its counts in keyed state and emits them from timers at
+// the end of time: stopped mid-way and resumed (at another parallelism), it
+// still writes every word's count once, and right.
+func TestWordCountResumesWithTimers(t *testing.T) {
+	const lines = 60_000
+	dir := t.TempDir()
+	run := func(p int, restore string, stopAfter int64) error {
+		opts := weir.Options{Parallelism: p, Logger: quietLogger(t), StateDir: filepath.Join(dir, "state"),
+			Checkpoint: weir.CheckpointOptions{Interval: 5 * time.Millisecond, Dir: filepath.Join(dir, "chk"), RestorePath: restore}}
+		ctx, cancel := context.WithCancel(context.Background())
+		defer cancel()
+		var done atomic.Int64
+		weir.SetTestHooks(&opts, weir.TestHooks{Completed: func(int64, *metadata.Checkpoint) {
+			if stopAfter > 0 && done.Add(1) == stopAfter {
+				cancel()
+			}
+		}})
+		env := weir.NewEnvironment(opts)
+		job := jobs.NewWordCount()
+		fs := pflag.NewFlagSet("wordcount", pflag.ContinueOnError)
+		job.RegisterFlags(fs)
+		if err := fs.Parse([]string{"--lines", strconv.Itoa(lines), "--output", filepath.Join(dir, "out")}); err != nil {
+			t.Fatal(err)
+		}
+		if err := job.Build(env, io.Discard); err != nil {
+			t.Fatal(err)
+		}
+		return env.Execute(ctx, "wordcount")
+	}
+	if err := run(2, "", 2); !errors.Is(err, context.Canceled) {
+		t.Fatalf("first run: %v, want it canceled", err)
+	}
+	if err := run(3, weir.RestoreLatest, 0); err != nil {
+		t.Fatalf("resumed run: %v", err)
+	}
+	want := map[string]int64{}
+	for i := range int64(lines) {
+		for _, w := range strings.Fields(jobs.GeneratedLine(i)) {
+			want[w]++
+		}
+	}
+	got := map[string]int64{}
+	parts, _ := filepath.Glob(filepath.Join(dir, "out", "part-*"))
+	for _, p := range parts {
+		data, err := os.ReadFile(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, line := range strings.Split(strings.TrimSpace(string(data)), "\n") {
+			w, n, _ := strings.Cut(line, " ")
+			c, err := strconv.ParseInt(n, 10, 64)
+			if err != nil {
+				t.Fatalf("bad line %q", line)
+			}
+			if _, dup := got[w]; dup {
+				t.Fatalf("word %q written twice", w)
+			}
+			got[w] = c
+		}
+	}
+	if len(got) != len(want) {
+		t.Fatalf("%d words written, want %d", len(got), len(want))
+	}
+	for w, n := range want {
+		if got[w] != n {
+			t.Fatalf("word %q: count %d, want %d", w, got[w], n)
+		}
+	}
+}

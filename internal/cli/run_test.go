@@ -69,7 +69,7 @@ func parseCounts(t *testing.T, out string) map[string]int64 {
 
 func TestWordCountFile(t *testing.T) {
 	dir := t.TempDir()
-	in, out := filepath.Join(dir, "in.txt"), filepath.Join(dir, "out.txt")
+	in, out := filepath.Join(dir, "in.txt"), filepath.Join(dir, "out")
 	writeWords(t, in, 2000)
 
 	r := runCLI(t, "run", "wordcount", "--input", in, "--output", out, "--parallelism", "4")
@@ -77,11 +77,7 @@ func TestWordCountFile(t *testing.T) {
 	if r.stdout != "" {
 		t.Errorf("stdout not empty with --output:\n%s", r.stdout)
 	}
-	data, err := os.ReadFile(out)
-	if err != nil {
-		t.Fatal(err)
-	}
-	got := parseCounts(t, string(data))
+	got := parseCounts(t, readCommitted(t, out))
 
 	text, err := os.ReadFile(in)
 	if err != nil {
@@ -151,7 +147,7 @@ func TestConfigFileAndJSONLogs(t *testing.T) {
 	if err := os.WriteFile(cfg, []byte("parallelism:\n  default: 2\npipeline:\n  name: my-count\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	out := filepath.Join(dir, "out.txt")
+	out := filepath.Join(dir, "out")
 	r := runCLI(t, "run", "wordcount", "--config", cfg, "--lines", "200", "--output", out, "--log-format", "json", "--log-level", "debug")
 	r.want(t, ExitOK)
 	if r.stdout != "" {
@@ -343,4 +339,26 @@ func TestCounterIdenticalOnBothBackends(t *testing.T) {
 	if entries, _ := os.ReadDir(filepath.Join(dir, "state")); len(entries) != 0 {
 		t.Fatalf("state directory not cleaned up: %v", entries)
 	}
+}
+
+// readCommitted returns the content of the committed part files in dir
+// (sink.Files): names not starting with '.'.
+func readCommitted(t *testing.T, dir string) string {
+	t.Helper()
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var sb strings.Builder
+	for _, e := range entries {
+		if strings.HasPrefix(e.Name(), ".") {
+			continue
+		}
+		data, err := os.ReadFile(filepath.Join(dir, e.Name()))
+		if err != nil {
+			t.Fatal(err)
+		}
+		sb.Write(data)
+	}
+	return sb.String()
 }

@@ -83,11 +83,14 @@ func TestWordCountValidateReportsEverything(t *testing.T) {
 	if err := parse(t, "--input", dir).Validate(); err == nil || !strings.Contains(err.Error(), "not a regular file") {
 		t.Errorf("directory as input not refused: %v", err)
 	}
-	if err := parse(t, "--output", dir).Validate(); err == nil || !strings.Contains(err.Error(), "is a directory") {
-		t.Errorf("directory as output not refused: %v", err)
+	if err := parse(t, "--output", in).Validate(); err == nil || !strings.Contains(err.Error(), "is a file") {
+		t.Errorf("a file as the output directory not refused: %v", err)
 	}
-	if err := parse(t, "--input", in, "--output", filepath.Join(dir, "out.txt")).Validate(); err != nil {
+	if err := parse(t, "--input", in, "--output", filepath.Join(dir, "out")).Validate(); err != nil {
 		t.Errorf("valid settings refused: %v", err)
+	}
+	if err := parse(t, "--output", dir).Validate(); err != nil {
+		t.Errorf("an existing output directory refused: %v", err)
 	}
 }
 

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"math"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -24,8 +25,9 @@ import (
 // Dataflow:
 //
 //	source (text file, or generated text) -> FlatMap "Tokenize" (strings.Fields)
-//	  -> KeyBy(word) -> Process "Count" (a map per subtask, emitted at end of input)
-//	  -> sink with parallelism 1 (the --output file, or stdout)
+//	  -> KeyBy(word) -> KeyedProcess "Count" (a count per word in keyed state,
+//	     emitted by an event-time timer when the input ends)
+//	  -> sink with parallelism 1 (part files under --output, or stdout)
 //
 // The order of the output lines is unspecified: it depends on the
 // parallelism and on scheduling. Sort the output to compare runs.
@@ -62,8 +64,11 @@ per distinct word, words being what strings.Fields splits a line into.
 The text is the --input file, or --lines lines of generated text drawn from a
 fixed vocabulary (the same text for any parallelism). The dataflow is
   source -> Tokenize (FlatMap) -> KeyBy(word) -> Count (Process) -> sink
-with the sink at parallelism 1. The order of the output lines is unspecified:
-sort them to compare runs.`
+with the sink at parallelism 1. The counts live in keyed state and are
+emitted when the input ends, so the job checkpoints and resumes (--from).
+With --output, lines go to part files in that directory, committed exactly
+once (names starting with '.' are uncommitted). The order of the output
+lines is unspecified: sort them to compare runs.`
 }
 
 var _ LongDescriber = (*WordCount)(nil)
@@ -72,7 +77,7 @@ var _ LongDescriber = (*WordCount)(nil)
 func (w *WordCount) RegisterFlags(fs *pflag.FlagSet) {
 	w.fs = fs
 	fs.StringVar(&w.input, "input", "", "text `file` to read, split among the source subtasks (default: generated text, see --lines)")
-	fs.StringVar(&w.output, "output", "", "`file` to write the \"word count\" lines to, replaced if it exists (default: standard output)")
+	fs.StringVar(&w.output, "output", "", "`directory` to write the \"word count\" lines to, as committed part files (default: standard output)")
 	fs.Int64Var(&w.lines, "lines", DefaultWordCountLines, "number of lines of generated text when there is no --input")
 }
 
@@ -94,11 +99,34 @@ func (w *WordCount) Validate() error {
 		errs = append(errs, fmt.Errorf("--lines %d: must not be negative", w.lines))
 	}
 	if w.output != "" {
-		if err := checkWritablePath(w.output, inInfo); err != nil {
+		if err := checkOutputDir(w.output, inInfo); err != nil {
 			errs = append(errs, fmt.Errorf("--output %s: %w", w.output, err))
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// checkOutputDir checks that path is a directory or can be created as one
+// (its parent exists), and is not the input file (whose info is in).
+func checkOutputDir(path string, in fs.FileInfo) error {
+	if st, err := os.Stat(path); err == nil {
+		if in != nil && os.SameFile(st, in) {
+			return errors.New("is the input file; writing it would destroy the input")
+		}
+		if !st.IsDir() {
+			return errors.New("is a file; give a directory for the part files")
+		}
+		return nil
+	}
+	dir := filepath.Dir(path)
+	st, err := os.Stat(dir)
+	if err != nil {
+		return fmt.Errorf("directory %s: %w", dir, pathErrCause(err))
+	}
+	if !st.IsDir() {
+		return fmt.Errorf("%s is not a directory", dir)
+	}
+	return nil
 }
 
 // checkReadableFile checks that path is a regular file we can open.
@@ -116,29 +144,6 @@ func checkReadableFile(path string) (fs.FileInfo, error) {
 		return nil, errors.New("not a regular file")
 	}
 	return st, nil
-}
-
-// checkWritablePath checks that a file can be created at path: its
-// directory exists, it is not a directory itself, and it is not the input
-// (whose info is in, if any).
-func checkWritablePath(path string, in fs.FileInfo) error {
-	if st, err := os.Stat(path); err == nil {
-		if st.IsDir() {
-			return errors.New("is a directory; give a file name")
-		}
-		if in != nil && os.SameFile(st, in) {
-			return errors.New("is the input file; writing it would destroy the input")
-		}
-	}
-	dir := filepath.Dir(path)
-	st, err := os.Stat(dir)
-	if err != nil {
-		return fmt.Errorf("directory %s: %w", dir, pathErrCause(err))
-	}
-	if !st.IsDir() {
-		return fmt.Errorf("%s is not a directory", dir)
-	}
-	return nil
 }
 
 // pathErrCause drops the operation and path from a *fs.PathError, which the
@@ -180,15 +185,15 @@ func (w *WordCount) Build(env *weir.Environment, stdout io.Writer) error {
 		}
 	}).Name("Tokenize").UID(wordCountTokenizeUID)
 
-	counts := weir.ProcessEach(weir.KeyBy(words, func(word string) string { return word }).Stream(),
-		func() weir.ProcessFunction[string, WordCountRecord] { return &wordCounter{} }).
+	counts := weir.KeyedProcess(weir.KeyBy(words, func(word string) string { return word }),
+		func() weir.KeyedProcessFunction[string, string, WordCountRecord] { return &wordCounter{} }).
 		Name("Count").UID(wordCountCountUID).
 		WithCodec(codec.PairOf(codec.String(), codec.Int64()))
 
 	format := func(r WordCountRecord) string { return r.First + " " + strconv.FormatInt(r.Second, 10) }
 	var out *weir.DataSink
 	if w.output != "" {
-		out = weir.SinkTo(counts, sink.TextFile(w.output, format))
+		out = weir.SinkTo[WordCountRecord](counts, sink.Files(w.output, format))
 	} else {
 		out = weir.SinkTo(counts, sink.PrintToFunc(stdout, format))
 	}
@@ -196,29 +201,37 @@ func (w *WordCount) Build(env *weir.Environment, stdout io.Writer) error {
 	return nil
 }
 
-// wordCounter counts the words of one subtask and emits the counts when its
-// input ends. Each subtask has its own (weir.ProcessEach).
+// wordCounter counts each word in keyed state and emits the count when the
+// input ends: an event-time timer at the end of time fires once the final
+// watermark arrives. State and timers are checkpointed, so a restored run
+// emits the counts of the whole input.
 type wordCounter struct {
-	counts map[string]int64
+	count *weir.ValueState[int64]
 }
 
 var (
-	_ weir.ProcessFunction[string, WordCountRecord] = (*wordCounter)(nil)
-	_ weir.EndOfInputHandler[WordCountRecord]       = (*wordCounter)(nil)
+	_ weir.KeyedProcessFunction[string, string, WordCountRecord] = (*wordCounter)(nil)
+	_ weir.KeyedOpener[string, WordCountRecord]                  = (*wordCounter)(nil)
+	_ weir.TimerHandler[string, WordCountRecord]                 = (*wordCounter)(nil)
 )
 
-func (c *wordCounter) ProcessElement(_ *weir.Context[WordCountRecord], word string) error {
-	if c.counts == nil {
-		c.counts = make(map[string]int64)
+func (c *wordCounter) Open(ctx *weir.KeyedContext[string, WordCountRecord]) error {
+	var err error
+	c.count, err = weir.GetValueState(ctx, weir.ValueStateDescriptor[int64]{Name: "count"})
+	return err
+}
+
+func (c *wordCounter) ProcessElement(ctx *weir.KeyedContext[string, WordCountRecord], _ string) error {
+	n, _ := c.count.Value()
+	if n == 0 {
+		ctx.RegisterEventTimeTimer(math.MaxInt64)
 	}
-	c.counts[word]++
+	c.count.Update(n + 1)
 	return nil
 }
 
-func (c *wordCounter) EndOfInput(ctx *weir.Context[WordCountRecord]) error {
-	for word, n := range c.counts {
-		ctx.Emit(WordCountRecord{First: word, Second: n})
-	}
-	c.counts = nil
+func (c *wordCounter) OnTimer(ctx *weir.KeyedContext[string, WordCountRecord], _ weir.Timer) error {
+	n, _ := c.count.Value()
+	ctx.Emit(WordCountRecord{First: ctx.CurrentKey(), Second: n})
 	return nil
 }

@@ -60,6 +60,13 @@ if ! "$weir" "${args[@]}" "${from[@]}" "${extra[@]}" 2>>"$work/log"; then
 	exit 1
 fi
 
+# The killed runs' local state directories must be gone: each run deletes
+# those of dead runs when it starts, and its own when it ends.
+if [[ -d $work/state ]] && [[ -n $(ls -A "$work/state") ]]; then
+	echo "FAIL: local state left behind: $(ls -A "$work/state")"
+	exit 1
+fi
+
 # Committed files only: in-progress and pending files are hidden (.part-*).
 find "$work/out" -maxdepth 1 -type f -name 'part-*' -exec cat {} + |
 	awk -F, -v n="$records" -v k="$keys" '

@@ -1,0 +1,62 @@
+package task
+
+import (
+	"errors"
+	"io/fs"
+	"log/slog"
+	"os"
+	"path/filepath"
+)
+
+// Local state directories.
+//
+// Each run of a job works in its own directory under Options.StateDir and
+// deletes it at the end. A process killed with SIGKILL cannot: its directory
+// (Pebble databases, possibly gigabytes) would stay forever. So a run holds
+// an exclusive lock on <dir>/.lock while it lives (the kernel drops it when
+// the process dies, however it dies), and every run, when it starts, deletes
+// the directories under StateDir whose lock it can take: nobody is using
+// them. Directories without a lock file are left alone.
+
+const stateLockName = ".lock"
+
+// stateDirLock is a held lock; release unlocks it.
+type stateDirLock interface{ release() }
+
+// claimStateDir creates dir with its lock file and locks it.
+func claimStateDir(dir string) (stateDirLock, error) {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return nil, err
+	}
+	return lockFile(filepath.Join(dir, stateLockName))
+}
+
+// removeStaleStateDirs deletes the directories under root whose lock no
+// running job holds, except keep.
+func removeStaleStateDirs(root, keep string, logger *slog.Logger) {
+	entries, err := os.ReadDir(root)
+	if err != nil {
+		return
+	}
+	for _, e := range entries {
+		dir := filepath.Join(root, e.Name())
+		if !e.IsDir() || dir == keep {
+			continue
+		}
+		lockPath := filepath.Join(dir, stateLockName)
+		if _, err := os.Stat(lockPath); errors.Is(err, fs.ErrNotExist) {
+			continue
+		}
+		l, err := lockFile(lockPath)
+		if err != nil {
+			continue // held by a live run, or not ours to judge
+		}
+		err = os.RemoveAll(dir)
+		l.release()
+		if err != nil {
+			logger.Warn("could not delete the state directory of a dead run", "dir", dir, "err", err)
+			continue
+		}
+		logger.Info("deleted the state directory of a run that did not end cleanly", "dir", dir)
+	}
+}

@@ -152,7 +152,12 @@ func (c *Checkpoint) validate() error {
 		if op.Parallelism < 1 || op.MaxParallelism < op.Parallelism {
 			return fmt.Errorf("operator %q: parallelism %d, max parallelism %d", op.UID, op.Parallelism, op.MaxParallelism)
 		}
+		indexes := map[int]bool{}
 		for _, st := range op.Subtasks {
+			if indexes[st.Index] {
+				return fmt.Errorf("operator %q: subtask %d appears twice", op.UID, st.Index)
+			}
+			indexes[st.Index] = true
 			if st.Index < 0 || st.Index >= op.Parallelism {
 				return fmt.Errorf("operator %q: subtask %d out of range 0..%d", op.UID, st.Index, op.Parallelism-1)
 			}

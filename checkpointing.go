@@ -182,3 +182,32 @@ type testHooks struct {
 	runner  runner.Hooks
 	storage *storage.Storage // replaces the storage Dir names
 }
+
+// JobStatus is a running job's progress (Options.OnStatus).
+type JobStatus struct {
+	// RecordsIn are the records the sources emitted and RecordsOut those
+	// the sinks wrote since the last (re)start.
+	RecordsIn, RecordsOut int64
+	// Restarts counts the restarts after failures.
+	Restarts int
+	// LastCheckpoint is the id of the latest completed checkpoint (0:
+	// none), LastCheckpointTime when it completed and LastCheckpointBytes
+	// its size.
+	LastCheckpoint      int64
+	LastCheckpointTime  time.Time
+	LastCheckpointBytes int64
+}
+
+func statusFunc(f func(JobStatus)) func(runner.Status) {
+	if f == nil {
+		return nil
+	}
+	return func(s runner.Status) {
+		js := JobStatus{RecordsIn: s.RecordsIn, RecordsOut: s.RecordsOut, Restarts: s.Restarts}
+		if s.Last != nil {
+			js.LastCheckpoint, js.LastCheckpointBytes = s.Last.ID, s.Last.Bytes
+			js.LastCheckpointTime = time.UnixMilli(s.Last.CompletionTime)
+		}
+		f(js)
+	}
+}

@@ -153,6 +153,7 @@ func (e *Environment) execute(ctx context.Context, name string) (runner.Result, 
 		Checkpoint: coordinator.Config{Interval: co.Interval, MinPause: co.MinPause, MaxConcurrent: co.MaxConcurrent,
 			Timeout: co.Timeout, TolerableFailures: co.TolerableFailures, NumRetained: co.NumRetained},
 		Clock: e.opts.clock, Logger: e.opts.Logger.With("job", name), Hooks: e.opts.hooks.runner,
+		Status: statusFunc(e.opts.OnStatus), StatusInterval: e.opts.StatusInterval,
 	}
 	if enabled || co.RestorePath != "" {
 		jobDir, err := storage.SanitizeJob(name)

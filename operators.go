@@ -52,7 +52,7 @@ func (opBase) Close() error    { return nil }
 func FromSource[T any](env *Environment, src Source[T]) *DataStream[T] {
 	n := &graph.Node{Name: "Source", Source: true}
 	impl := newNodeImpl(func(ctx *task.OpContext, out network.Output[T]) (task.Built, error) {
-		return task.Built{Op: &sourceOp[T]{opBase: newOpBase(ctx), src: src, out: out}}, nil
+		return task.Built{Op: &sourceOp[T]{opBase: newOpBase(ctx), src: src, out: out, count: countingOutput[T]{out: out}}}, nil
 	})
 	n.Impl = impl
 	env.graph.AddNode(n)
@@ -67,7 +67,22 @@ type sourceOp[T any] struct {
 	src    Source[T]
 	reader SourceReader[T]
 	out    network.Output[T]
+	count  countingOutput[T]
 }
+
+// countingOutput counts the records a source emits (Job.RecordCounts).
+type countingOutput[T any] struct {
+	out network.Output[T]
+	n   int64
+}
+
+func (c *countingOutput[T]) Collect(v T) {
+	c.n++
+	c.out.Collect(v)
+}
+
+// RecordCount implements task.RecordCounter.
+func (s *sourceOp[T]) RecordCount() (in, out int64) { return s.count.n, 0 }
 
 func (s *sourceOp[T]) Open() error {
 	var restored [][]byte
@@ -85,7 +100,12 @@ func (s *sourceOp[T]) Open() error {
 	return err
 }
 
-func (s *sourceOp[T]) Read() (task.ReadStatus, error) { return s.reader.ReadBatch(s.out) }
+func (s *sourceOp[T]) Read() (task.ReadStatus, error) {
+	if s.ctx.CountRecords {
+		return s.reader.ReadBatch(&s.count)
+	}
+	return s.reader.ReadBatch(s.out)
+}
 
 func (s *sourceOp[T]) Ready() <-chan struct{} {
 	if rn, ok := s.reader.(ReadyNotifier); ok {
@@ -210,7 +230,11 @@ type sinkOp[T any] struct {
 	tpc     TwoPhaseCommitSink[T]
 	pre     PreCommitter
 	pending []sinkTxn // pre-committed, not yet committed, oldest first
+	written int64
 }
+
+// RecordCount implements task.RecordCounter.
+func (s *sinkOp[T]) RecordCount() (in, out int64) { return 0, s.written }
 
 // sinkTxnState is the union list state a two-phase-commit sink keeps its
 // pending transactions in: every subtask of a restored sink sees them all
@@ -291,6 +315,7 @@ func (s *sinkOp[T]) Open() error {
 
 func (s *sinkOp[T]) Collect(v T) {
 	s.tr.Cur = s.id
+	s.written++
 	if err := s.writer.Write(v); err != nil {
 		s.ctx.Fail(err)
 	}

@@ -61,6 +61,13 @@ type Options struct {
 	// Restart is the restart strategy; see RestartOptions.
 	Restart RestartOptions
 
+	// OnStatus, if set, is called every StatusInterval (default 5s) while
+	// the job runs, with its progress; `weir run` prints it as a status
+	// line on a terminal. Setting it makes sources count their records,
+	// which costs a little per record.
+	OnStatus       func(JobStatus)
+	StatusInterval time.Duration
+
 	// clock drives processing time in tests; default the system clock.
 	clock clock.Clock
 	// hooks inject failures in tests.

@@ -212,3 +212,24 @@ func TestWordCountResumesWithTimers(t *testing.T) {
 		}
 	}
 }
+
+// Options.OnStatus reports progress while the job runs: records counted at
+// the sources and sinks, and the latest checkpoint.
+func TestOnStatusReportsProgress(t *testing.T) {
+	dir := t.TempDir()
+	var maxOut, maxIn, lastCP atomic.Int64
+	_, err := restoreRun(t, dir, 2, weir.BackendHashMap, "", 0, func(o *weir.Options) {
+		o.StatusInterval = 5 * time.Millisecond
+		o.OnStatus = func(s weir.JobStatus) {
+			maxIn.Store(max(maxIn.Load(), s.RecordsIn))
+			maxOut.Store(max(maxOut.Load(), s.RecordsOut))
+			lastCP.Store(max(lastCP.Load(), s.LastCheckpoint))
+		}
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if maxIn.Load() <= 0 || maxIn.Load() > 150_000 || maxOut.Load() <= 0 || maxOut.Load() > 150_000 || lastCP.Load() < 1 {
+		t.Fatalf("status saw in %d, out %d, checkpoint %d", maxIn.Load(), maxOut.Load(), lastCP.Load())
+	}
+}

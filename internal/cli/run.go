@@ -4,7 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
+	"os"
 	"slices"
 	"strconv"
 	"strings"
@@ -15,6 +17,7 @@ import (
 	"github.com/weirstream/weir"
 	"github.com/weirstream/weir/config"
 	"github.com/weirstream/weir/internal/jobs"
+	"github.com/weirstream/weir/internal/runner"
 )
 
 // runFlags are the flags common to every job, persistent flags of `run`.
@@ -144,6 +147,9 @@ func (a *app) runJob(c *cobra.Command, job jobs.Job, rf *runFlags) error {
 	if n := cfg.String("pipeline.name"); n != "" {
 		name = n
 	}
+	if sw, ok := a.stderr.(*syncWriter); ok && isTerminal(sw.w) {
+		opts.OnStatus = statusLine(a.stderr, name, time.Now())
+	}
 	env := weir.NewEnvironment(opts)
 	if err := job.Build(env, a.stdout); err != nil {
 		return usageError(fmt.Errorf("job %s: %w", job.Name(), err))
@@ -200,4 +206,56 @@ func invalidJob(err error) error {
 		e.prefix, e.errs = "", []error{err}
 	}
 	return e
+}
+
+// isTerminal reports whether w is a character device (a terminal).
+func isTerminal(w io.Writer) bool {
+	f, ok := w.(*os.File)
+	if !ok {
+		return false
+	}
+	st, err := f.Stat()
+	return err == nil && st.Mode()&os.ModeCharDevice != 0
+}
+
+// statusLine prints the periodic one-line status of a running job:
+// records in and out with their rates, restarts, and the last checkpoint.
+func statusLine(w io.Writer, job string, start time.Time) func(weir.JobStatus) {
+	var lastIn, lastOut int64
+	last := start
+	return func(s weir.JobStatus) {
+		now := time.Now()
+		secs := now.Sub(last).Seconds()
+		rate := func(n, prev int64) string {
+			if secs <= 0 || n < prev {
+				return "-"
+			}
+			return humanCount(float64(n-prev) / secs)
+		}
+		line := fmt.Sprintf("[%s %s] in %s (%s/s), out %s (%s/s)", job, now.Sub(start).Round(time.Second),
+			humanCount(float64(s.RecordsIn)), rate(s.RecordsIn, lastIn), humanCount(float64(s.RecordsOut)), rate(s.RecordsOut, lastOut))
+		if s.Restarts > 0 {
+			line += fmt.Sprintf(", %d restarts", s.Restarts)
+		}
+		if s.LastCheckpoint > 0 {
+			line += fmt.Sprintf(", checkpoint %d %s ago (%s)", s.LastCheckpoint,
+				now.Sub(s.LastCheckpointTime).Round(100*time.Millisecond), runner.FormatBytes(s.LastCheckpointBytes))
+		} else {
+			line += ", no checkpoint yet"
+		}
+		fmt.Fprintln(w, line)
+		lastIn, lastOut, last = s.RecordsIn, s.RecordsOut, now
+	}
+}
+
+func humanCount(v float64) string {
+	switch {
+	case v >= 1e9:
+		return fmt.Sprintf("%.1fG", v/1e9)
+	case v >= 1e6:
+		return fmt.Sprintf("%.1fM", v/1e6)
+	case v >= 1e3:
+		return fmt.Sprintf("%.1fk", v/1e3)
+	}
+	return fmt.Sprintf("%.0f", v)
 }

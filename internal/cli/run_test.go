@@ -17,6 +17,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/spf13/pflag"
 
@@ -361,4 +362,27 @@ func readCommitted(t *testing.T, dir string) string {
 		sb.Write(data)
 	}
 	return sb.String()
+}
+
+// The status line shows records in and out with their rates, restarts and
+// the last checkpoint.
+func TestStatusLine(t *testing.T) {
+	var buf strings.Builder
+	start := time.Now().Add(-10 * time.Second)
+	f := statusLine(&buf, "counter", start)
+	f(weir.JobStatus{RecordsIn: 1_500_000, RecordsOut: 1_499_000, Restarts: 1, LastCheckpoint: 7,
+		LastCheckpointTime: time.Now().Add(-2 * time.Second), LastCheckpointBytes: 3 << 20})
+	f(weir.JobStatus{RecordsIn: 1_600_000, RecordsOut: 1_600_000})
+	lines := strings.Split(strings.TrimSpace(buf.String()), "\n")
+	if len(lines) != 2 {
+		t.Fatalf("want 2 lines, got %q", buf.String())
+	}
+	for _, want := range []string{"[counter 10s]", "in 1.5M", "out 1.5M", "1 restarts", "checkpoint 7 2s ago (3.0 MiB)"} {
+		if !strings.Contains(lines[0], want) {
+			t.Errorf("first line %q lacks %q", lines[0], want)
+		}
+	}
+	if !strings.Contains(lines[1], "no checkpoint yet") {
+		t.Errorf("second line %q", lines[1])
+	}
 }

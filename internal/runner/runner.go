@@ -79,6 +79,21 @@ type Config struct {
 	Logger *slog.Logger
 	// Hooks inject failures, for tests.
 	Hooks Hooks
+	// Status, if set, is called every StatusInterval (default 5s) from the
+	// runner's goroutine with the job's progress.
+	Status         func(Status)
+	StatusInterval time.Duration
+}
+
+// Status is a job's progress, for a periodic status line.
+type Status struct {
+	// RecordsIn are the records the sources emitted, RecordsOut those the
+	// sinks wrote, in the current deployment (they start over after a
+	// restart).
+	RecordsIn, RecordsOut int64
+	Restarts              int
+	// Last is the latest completed checkpoint, nil if none.
+	Last *metadata.Checkpoint
 }
 
 // Hooks inject failures, for tests. Nil fields do nothing.
@@ -263,6 +278,7 @@ func (r *runner) attempt(ctx context.Context, cp *metadata.Checkpoint, cpStore *
 	if r.cfg.Enabled {
 		opts.Checkpoints, opts.CheckpointJob, opts.FinalCheckpoint = r.cfg.Storage, r.cfg.JobDir, true
 	}
+	opts.CountRecords = r.cfg.Status != nil
 	if cp != nil {
 		r.log.Info(fmt.Sprintf("Restoring job %s from checkpoint %d.", r.cfg.JobName, cp.ID))
 	}
@@ -299,13 +315,16 @@ func (d *driver) run() error {
 	r := d.r
 	done := make(chan error, 1)
 	go func() { done <- d.job.Run() }()
+	status := d.statusTicker()
+	defer status.stop()
 	if !r.cfg.Enabled {
 		for {
 			select {
 			case err := <-done:
 				return err
-			case a := <-d.job.Acks(): // manual snapshots without storage: nothing to keep
-				_ = a
+			case <-d.job.Acks(): // manual snapshots without storage: nothing to keep
+			case <-status.c():
+				status.report()
 			}
 		}
 	}
@@ -356,6 +375,8 @@ func (d *driver) run() error {
 			d.finalAfter = d.coord.NextID()
 		case <-tc:
 			d.coord.Tick(r.cfg.Clock.Now())
+		case <-status.c():
+			status.report()
 		}
 		if timer != nil {
 			timer.Stop()
@@ -370,6 +391,43 @@ func (d *driver) run() error {
 				d.apply()
 			}
 		}
+	}
+}
+
+// statusTicker calls Config.Status periodically.
+type statusTicker struct {
+	d     *driver
+	timer clock.Timer
+}
+
+func (d *driver) statusTicker() *statusTicker {
+	st := &statusTicker{d: d}
+	if d.r.cfg.Status != nil {
+		if d.r.cfg.StatusInterval <= 0 {
+			d.r.cfg.StatusInterval = 5 * time.Second
+		}
+		st.timer = d.r.cfg.Clock.NewTimer(d.r.cfg.StatusInterval)
+	}
+	return st
+}
+
+func (s *statusTicker) c() <-chan time.Time {
+	if s.timer == nil {
+		return nil
+	}
+	return s.timer.C()
+}
+
+func (s *statusTicker) report() {
+	r := s.d.r
+	in, out := s.d.job.RecordCounts()
+	r.cfg.Status(Status{RecordsIn: in, RecordsOut: out, Restarts: r.restarts, Last: r.latest})
+	s.timer.Reset(r.cfg.StatusInterval)
+}
+
+func (s *statusTicker) stop() {
+	if s.timer != nil {
+		s.timer.Stop()
 	}
 }
 

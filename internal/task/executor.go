@@ -72,6 +72,9 @@ type Options struct {
 	RunID string
 	// Hooks inject failures in tests.
 	Hooks FaultHooks
+	// CountRecords makes sources count their records for RecordCounts
+	// (sinks always count).
+	CountRecords bool
 }
 
 // FaultHooks inject failures, for tests. Nil fields do nothing.
@@ -263,6 +266,7 @@ func (j *Job) buildTask(v *graph.Vertex, index int, gates map[*graph.Vertex][]*n
 			StateDir:              filepath.Join(j.stateDir, fmt.Sprintf("%s_%d", sanitize(node.UID), index)),
 			Checkpointing:         j.opts.FinalCheckpoint,
 			RunID:                 j.opts.RunID,
+			CountRecords:          j.opts.CountRecords,
 			task:                  t,
 		}
 		if r := j.restored[node.UID]; r != nil {
@@ -449,6 +453,17 @@ func (j *Job) Tasks() []TaskInfo {
 		out[i] = TaskInfo{Vertex: t.vertex, Subtask: t.index, Name: t.name}
 	}
 	return out
+}
+
+// RecordCounts returns the records the sources emitted (with
+// Options.CountRecords) and the sinks wrote so far, as the tasks last
+// published them (per input buffer or source batch, and at their end).
+func (j *Job) RecordCounts() (in, out int64) {
+	for _, t := range j.tasks {
+		in += t.recordsIn.Load()
+		out += t.recordsOut.Load()
+	}
+	return in, out
 }
 
 // Cancel stops every task with cause; Run then returns it.

@@ -77,6 +77,14 @@ type SourceDriver interface {
 	Ready() <-chan struct{}
 }
 
+// RecordCounter is implemented by operators that count records: sources
+// the records they emit (in), sinks the records they write (out). The task
+// reads the counts on its own goroutine and publishes them per input buffer
+// or source batch (Job.RecordCounts).
+type RecordCounter interface {
+	RecordCount() (in, out int64)
+}
+
 // Built is one subtask's instance of a stream node.
 type Built struct {
 	Op Operator
@@ -172,6 +180,9 @@ type OpContext struct {
 	Checkpointing bool
 	// RunID tells this deployment's files from those of earlier runs.
 	RunID string
+	// CountRecords asks sources to count the records they emit
+	// (RecordCounter), which costs an indirect call per record.
+	CountRecords bool
 	// Restored is this subtask's share of the operator's state in the
 	// checkpoint the job restores from; nil on a fresh start or when the
 	// checkpoint has no state for the operator.

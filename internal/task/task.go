@@ -8,6 +8,7 @@ import (
 	"math"
 	"runtime/debug"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/weirstream/weir/internal/checkpoint/barrier"
@@ -61,6 +62,25 @@ type task struct {
 	ended     bool           // the task's input ended (EndInput ran)
 	finalDone bool           // the final checkpoint completed
 	onEnded   func()         // called once when a source task's input ended
+
+	counters              []RecordCounter
+	recordsIn, recordsOut atomic.Int64 // published by publishCounts
+}
+
+// publishCounts makes the operators' record counts visible to
+// Job.RecordCounts.
+func (t *task) publishCounts() {
+	if len(t.counters) == 0 {
+		return
+	}
+	var in, out int64
+	for _, c := range t.counters {
+		i, o := c.RecordCount()
+		in += i
+		out += o
+	}
+	t.recordsIn.Store(in)
+	t.recordsOut.Store(out)
 }
 
 func (t *task) init() {
@@ -74,6 +94,9 @@ func (t *task) init() {
 	t.assigner = make([]bool, n)
 	for i, op := range t.ops {
 		_, t.assigner[i] = op.(WatermarkAssigner)
+		if c, ok := op.(RecordCounter); ok {
+			t.counters = append(t.counters, c)
+		}
 	}
 	t.watermark = math.MinInt64
 	for _, c := range t.ctxs {
@@ -89,6 +112,7 @@ func (t *task) run(ctx context.Context) (err error) {
 		if r := recover(); r != nil {
 			err = t.recovered(ctx, r)
 		}
+		t.publishCounts()
 		// Asynchronous phases read the operators' frozen state: let them
 		// end (on failure the canceled context stops their uploads) before
 		// the operators close their backends.
@@ -214,6 +238,7 @@ func (t *task) flush(now time.Time) {
 // timeout passed. It is called per input buffer or source batch, never per
 // record.
 func (t *task) tick() error {
+	t.publishCounts()
 	now := t.clock.Now()
 	if err := t.runDue(now); err != nil {
 		return err

@@ -6,6 +6,10 @@ package main
 import (
 	"os"
 
+	// Checkpoint storage on S3 (execution.checkpointing.dir=s3://bucket/prefix,
+	// credentials and region from the usual AWS environment).
+	_ "gocloud.dev/blob/s3blob"
+
 	"github.com/weirstream/weir/internal/cli"
 )
 

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"path/filepath"
+	"sync"
 
 	"github.com/weirstream/weir/internal/checkpoint/barrier"
 	"github.com/weirstream/weir/internal/checkpoint/coordinator"
@@ -19,6 +20,9 @@ import (
 // Environment collects the dataflow of one job and executes it. Build the
 // graph from one goroutine; an Environment runs one job.
 type Environment struct {
+	manual chan runner.ManualRequest // TriggerCheckpoint to the running job
+	mu     sync.Mutex
+	ended  chan struct{} // while Execute runs: closed when it returns
 	opts  Options
 	graph graph.Graph
 	errs  []error // problems found while the graph was declared
@@ -28,7 +32,7 @@ type Environment struct {
 // reported by Execute.
 func NewEnvironment(opts Options) *Environment {
 	opts.EnsureDefaults()
-	return &Environment{opts: opts}
+	return &Environment{opts: opts, manual: make(chan runner.ManualRequest)}
 }
 
 // Options returns the environment's options with defaults filled in.
@@ -140,7 +144,49 @@ func (e *Environment) Execute(ctx context.Context, name string) error {
 // truncated, corrupt, or does not fit the job. Nothing has started then.
 var ErrNoCheckpoint = errors.New("cannot restore")
 
+// ErrNotRunning is returned by TriggerCheckpoint when Execute is not
+// running.
+var ErrNotRunning = errors.New("the job is not running")
+
+// TriggerCheckpoint takes a checkpoint of the job Execute is running now,
+// outside the periodic schedule, and returns its id once it completed (its
+// _metadata is durable and sinks were told to commit), or why it could
+// not: ErrNotRunning, checkpointing disabled, too many concurrent
+// checkpoints, or the checkpoint's failure. ctx bounds the wait.
+func (e *Environment) TriggerCheckpoint(ctx context.Context) (int64, error) {
+	e.mu.Lock()
+	ended := e.ended
+	e.mu.Unlock()
+	if ended == nil {
+		return 0, ErrNotRunning
+	}
+	reply := make(chan runner.ManualResult, 1)
+	select {
+	case e.manual <- runner.ManualRequest{Reply: reply}:
+	case <-ended:
+		return 0, ErrNotRunning
+	case <-ctx.Done():
+		return 0, ctx.Err()
+	}
+	select {
+	case r := <-reply:
+		return r.ID, r.Err
+	case <-ctx.Done():
+		return 0, ctx.Err()
+	}
+}
+
 func (e *Environment) execute(ctx context.Context, name string) (runner.Result, error) {
+	ended := make(chan struct{})
+	e.mu.Lock()
+	e.ended = ended
+	e.mu.Unlock()
+	defer func() {
+		e.mu.Lock()
+		e.ended = nil
+		e.mu.Unlock()
+		close(ended)
+	}()
 	jg, err := e.jobGraph()
 	if err != nil {
 		return runner.Result{}, err
@@ -154,6 +200,7 @@ func (e *Environment) execute(ctx context.Context, name string) (runner.Result, 
 			Timeout: co.Timeout, TolerableFailures: co.TolerableFailures, NumRetained: co.NumRetained},
 		Clock: e.opts.clock, Logger: e.opts.Logger.With("job", name), Hooks: e.opts.hooks.runner,
 		Status: statusFunc(e.opts.OnStatus), StatusInterval: e.opts.StatusInterval,
+		Manual: e.manual,
 	}
 	if enabled || co.RestorePath != "" {
 		jobDir, err := storage.SanitizeJob(name)

@@ -233,3 +233,38 @@ func TestOnStatusReportsProgress(t *testing.T) {
 		t.Fatalf("status saw in %d, out %d, checkpoint %d", maxIn.Load(), maxOut.Load(), lastCP.Load())
 	}
 }
+
+// Environment.TriggerCheckpoint takes a checkpoint of the running job on
+// demand and returns once it completed; without a running job it fails.
+func TestTriggerCheckpointManually(t *testing.T) {
+	dir := t.TempDir()
+	opts := weir.Options{Parallelism: 2, Logger: quietLogger(t),
+		Checkpoint: weir.CheckpointOptions{Interval: time.Hour, Dir: filepath.Join(dir, "chk")}}
+	env := weir.NewEnvironment(opts)
+	var never atomic.Bool
+	never.Store(true)
+	counterJob(env, 1_000_000, 97, sink.Files(filepath.Join(dir, "out"), func(s string) string { return s }), -1, &never)
+	if _, err := env.TriggerCheckpoint(context.Background()); !errors.Is(err, weir.ErrNotRunning) {
+		t.Fatalf("before Execute: %v, want ErrNotRunning", err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	done := make(chan error, 1)
+	go func() { done <- env.Execute(ctx, "counter") }()
+	var id int64
+	var err error
+	for range 100 { // Execute may not have started yet
+		if id, err = env.TriggerCheckpoint(ctx); !errors.Is(err, weir.ErrNotRunning) {
+			break
+		}
+		time.Sleep(time.Millisecond)
+	}
+	if err != nil || id != 1 {
+		t.Fatalf("TriggerCheckpoint = %d, %v; want checkpoint 1 completed", id, err)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "chk", "counter", "chk-1", "_metadata")); err != nil {
+		t.Fatalf("checkpoint 1 reported complete without _metadata: %v", err)
+	}
+	cancel()
+	<-done
+}

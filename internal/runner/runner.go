@@ -79,6 +79,9 @@ type Config struct {
 	Logger *slog.Logger
 	// Hooks inject failures, for tests.
 	Hooks Hooks
+	// Manual carries requests for checkpoints outside the periodic
+	// schedule (Flink's manual trigger); nil: none.
+	Manual <-chan ManualRequest
 	// Status, if set, is called every StatusInterval (default 5s) from the
 	// runner's goroutine with the job's progress.
 	Status         func(Status)
@@ -106,6 +109,23 @@ type Hooks struct {
 	// notified.
 	Completed func(id int64, cp *metadata.Checkpoint)
 }
+
+// ManualRequest asks for a checkpoint now. Reply receives its outcome
+// once it completed or failed; it needs room for one value.
+type ManualRequest struct {
+	Reply chan<- ManualResult
+}
+
+// ManualResult is the outcome of a ManualRequest: the checkpoint id (0 if
+// none was triggered) and nil once it completed, or why it failed.
+type ManualResult struct {
+	ID  int64
+	Err error
+}
+
+// ErrCheckpointingDisabled answers manual requests when the job runs
+// without checkpoints.
+var ErrCheckpointingDisabled = errors.New("checkpointing is not enabled (set execution.checkpointing.interval)")
 
 // Result reports what a run did.
 type Result struct {
@@ -309,6 +329,8 @@ type driver struct {
 	sourcesEnded <-chan struct{}
 	finalAfter   int64 // ids >= finalAfter were triggered after the sources ended
 	finalDone    bool
+
+	manual map[int64]chan<- ManualResult // manual checkpoints awaiting their outcome
 }
 
 func (d *driver) run() error {
@@ -323,6 +345,8 @@ func (d *driver) run() error {
 			case err := <-done:
 				return err
 			case <-d.job.Acks(): // manual snapshots without storage: nothing to keep
+			case req := <-r.cfg.Manual:
+				req.Reply <- ManualResult{Err: ErrCheckpointingDisabled}
 			case <-status.c():
 				status.report()
 			}
@@ -347,6 +371,7 @@ func (d *driver) run() error {
 	}
 	d.coord = coord
 	d.pending = map[int64]*metadata.Checkpoint{}
+	d.manual = map[int64]chan<- ManualResult{}
 	d.sourcesEnded = d.job.SourcesEnded()
 
 	var timer clock.Timer
@@ -375,6 +400,13 @@ func (d *driver) run() error {
 			d.finalAfter = d.coord.NextID()
 		case <-tc:
 			d.coord.Tick(r.cfg.Clock.Now())
+		case req := <-r.cfg.Manual:
+			id, err := d.coord.TriggerManual(r.cfg.Clock.Now())
+			if err != nil {
+				req.Reply <- ManualResult{Err: err}
+			} else {
+				d.manual[id] = req.Reply
+			}
 		case <-status.c():
 			status.report()
 		}
@@ -455,6 +487,9 @@ func (d *driver) finish(jobErr error) error {
 	for _, ch := range d.writing {
 		<-ch
 	}
+	for id, reply := range d.manual {
+		reply <- ManualResult{ID: id, Err: errors.New("the job ended before the checkpoint completed")}
+	}
 	return jobErr
 }
 
@@ -501,6 +536,10 @@ func (d *driver) apply() {
 			if h := r.cfg.Hooks.Completed; h != nil {
 				h(a.ID, cp)
 			}
+			if reply, ok := d.manual[a.ID]; ok {
+				reply <- ManualResult{ID: a.ID}
+				delete(d.manual, a.ID)
+			}
 		case coordinator.NotifyComplete:
 			d.job.NotifyCheckpointComplete(a.ID, d.finalAfter > 0 && a.ID >= d.finalAfter)
 		case coordinator.Subsume:
@@ -518,6 +557,14 @@ func (d *driver) apply() {
 				r.log.Info(a.Message, args...)
 			} else {
 				r.log.Warn(a.Message, args...)
+			}
+			if reply, ok := d.manual[a.ID]; ok {
+				err := errors.New(a.Message)
+				if a.Cause != nil {
+					err = fmt.Errorf("%s: %w", a.Message, a.Cause)
+				}
+				reply <- ManualResult{ID: a.ID, Err: err}
+				delete(d.manual, a.ID)
 			}
 		case coordinator.CleanupFiles:
 			delete(d.pending, a.ID)

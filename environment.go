@@ -23,9 +23,9 @@ type Environment struct {
 	manual chan runner.ManualRequest // TriggerCheckpoint to the running job
 	mu     sync.Mutex
 	ended  chan struct{} // while Execute runs: closed when it returns
-	opts  Options
-	graph graph.Graph
-	errs  []error // problems found while the graph was declared
+	opts   Options
+	graph  graph.Graph
+	errs   []error // problems found while the graph was declared
 }
 
 // NewEnvironment returns an environment with opts; problems with opts are

@@ -59,7 +59,6 @@ type task struct {
 	hooks     FaultHooks
 	async     sync.WaitGroup // asynchronous phases in flight
 	final     bool           // wait for a final checkpoint after the end of input
-	ended     bool           // the task's input ended (EndInput ran)
 	finalDone bool           // the final checkpoint completed
 	onEnded   func()         // called once when a source task's input ended
 
@@ -170,7 +169,6 @@ func (t *task) endInput() error {
 			return t.opError(i, fmt.Errorf("end of input: %w", err))
 		}
 	}
-	t.ended = true
 	for _, rp := range t.partitions {
 		rp.BroadcastEvent(network.Event{Kind: network.EventEndOfData})
 	}

@@ -309,13 +309,16 @@ func (r *runner) attempt(ctx context.Context, cp *metadata.Checkpoint, cpStore *
 		}
 		return err
 	}
-	d := &driver{r: r, job: job, names: map[coordinator.TaskID]string{}, meta: make(chan metaResult, 64),
+	d := &driver{ctx: ctx, r: r, job: job, names: map[coordinator.TaskID]string{}, meta: make(chan metaResult, 64),
 		writing: map[int64]chan struct{}{}, triggers: map[int64]time.Time{}}
 	return d.run()
 }
 
 // driver runs one deployment's checkpoints.
 type driver struct {
+	// ctx is the run's: cancelling it (Ctrl-C) also cancels a _metadata
+	// write in flight, which aborts that checkpoint.
+	ctx   context.Context
 	r     *runner
 	job   *task.Job
 	coord *coordinator.Coordinator
@@ -614,7 +617,7 @@ func (d *driver) writeMetadata(a coordinator.WriteMetadata) {
 	ch := make(chan struct{})
 	d.writing[a.ID] = ch
 	store, job, hook := r.cfg.Storage, r.cfg.JobDir, r.cfg.Hooks.BeforeMetadata
-	ctx := d.jobContext()
+	ctx := d.ctx
 	go func() {
 		if err == nil && hook != nil {
 			err = hook(a.ID)
@@ -627,10 +630,13 @@ func (d *driver) writeMetadata(a coordinator.WriteMetadata) {
 	}()
 }
 
-// jobContext is what storage calls of this deployment run under: they are
-// not canceled by the job's end, since aborting a _metadata write half-way
-// is what cleanup handles anyway, but the process's context bounds them.
-func (d *driver) jobContext() context.Context { return context.Background() }
+// cleanupTimeout bounds each background deletion, so that a hung store
+// cannot keep the runner from returning.
+const cleanupTimeout = time.Minute
+
+func cleanupContext() (context.Context, context.CancelFunc) {
+	return context.WithTimeout(context.Background(), cleanupTimeout)
+}
 
 // deleteCheckpoint deletes chk-id in the background, after wait (an
 // in-flight _metadata write) is closed.
@@ -642,7 +648,9 @@ func (d *driver) deleteCheckpoint(id int64, wait chan struct{}) {
 		if wait != nil {
 			<-wait
 		}
-		if err := r.cfg.Storage.DeleteCheckpoint(context.Background(), r.cfg.JobDir, id); err != nil {
+		ctx, cancel := cleanupContext()
+		defer cancel()
+		if err := r.cfg.Storage.DeleteCheckpoint(ctx, r.cfg.JobDir, id); err != nil {
 			r.log.Warn("could not delete a checkpoint's files", "checkpoint", id, "err", err)
 		}
 	}()
@@ -656,7 +664,10 @@ func (d *driver) discard(states []task.OperatorState) {
 			if h == nil {
 				continue
 			}
-			if err := r.cfg.Storage.DeleteFile(context.Background(), r.cfg.JobDir, h.Path); err != nil {
+			ctx, cancel := cleanupContext()
+			err := r.cfg.Storage.DeleteFile(ctx, r.cfg.JobDir, h.Path)
+			cancel()
+			if err != nil {
 				r.log.Warn("could not delete a discarded state file", "file", h.Path, "err", err)
 			}
 		}

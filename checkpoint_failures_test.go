@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/weirstream/weir"
+	"github.com/weirstream/weir/internal/checkpoint/metadata"
 	"github.com/weirstream/weir/internal/checkpoint/storage"
 	"github.com/weirstream/weir/internal/checkpoint/storage/blobtest"
 	"github.com/weirstream/weir/sink"
@@ -168,4 +169,52 @@ func TestCancelAbortsInFlightCheckpoint(t *testing.T) {
 			}
 		})
 	}
+}
+
+// After a failure the restarted job continues the checkpoint ids: the
+// aborted checkpoint's files are deleted in the background, and reusing
+// its id could delete the new checkpoint's files.
+func TestRestartDoesNotReuseCheckpointIDs(t *testing.T) {
+	dir := t.TempDir()
+	var (
+		mu        sync.Mutex
+		completed []int64
+		failed    atomic.Bool
+	)
+	opts := weir.Options{Parallelism: 2, Logger: quietLogger(t),
+		Checkpoint: weir.CheckpointOptions{Interval: 10 * time.Millisecond, Dir: filepath.Join(dir, "chk")},
+		Restart:    weir.RestartOptions{Type: "fixed-delay", FixedDelayAttempts: 3, FixedDelay: time.Millisecond}}
+	weir.SetTestHooks(&opts, weir.TestHooks{
+		Upload: func(_, _ int, id int64) error {
+			if id == 3 && failed.CompareAndSwap(false, true) {
+				return errors.New("injected upload failure")
+			}
+			return nil
+		},
+		Completed: func(id int64, _ *metadata.Checkpoint) {
+			mu.Lock()
+			completed = append(completed, id)
+			mu.Unlock()
+		},
+	})
+	env := weir.NewEnvironment(opts)
+	var never atomic.Bool
+	never.Store(true)
+	counterJob(env, 60_000, 97, sink.Files(filepath.Join(dir, "out"), func(s string) string { return s }), -1, &never)
+	res, err := env.ExecuteResult(context.Background(), "counter")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Restarts != 1 {
+		t.Fatalf("%d restarts, want 1", res.Restarts)
+	}
+	for i, id := range completed {
+		if id == 3 || (i > 0 && id <= completed[i-1]) {
+			t.Fatalf("completed checkpoint ids %v: 3 failed, and ids must increase", completed)
+		}
+	}
+	if len(completed) < 3 {
+		t.Fatalf("completed %v: want checkpoints after the restart", completed)
+	}
+	checkCounterOutput(t, filepath.Join(dir, "out"), 60_000, 97)
 }

@@ -473,6 +473,10 @@ func (d *driver) finish(jobErr error) error {
 	if jobErr != nil {
 		reason = coordinator.ReasonJobFailing
 	}
+	// Ids are never reused: the files of this attempt's aborted checkpoints
+	// are being deleted in the background, and a restart must not write a
+	// checkpoint of the same id meanwhile.
+	d.r.nextID = max(d.r.nextID, d.coord.NextID())
 	d.coord.Shutdown(d.r.cfg.Clock.Now(), reason)
 	d.apply()
 	// Late acknowledgements: the coordinator asks to discard their files.

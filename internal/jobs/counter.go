@@ -16,11 +16,10 @@ import (
 
 // Counter is weir's exactly-once probe: a parallel source emits the numbers
 // 0..records-1, a keyed operator keeps a running count per key (i mod
-// keys) in a ValueState, and every record produces the line "key,count".
-// Whatever the parallelism, backend, or (from the checkpoint issue on)
-// failures and restarts, a correct run writes for every key k exactly the
-// lines k,1 .. k,n_k, where n_k is the number of i < records with
-// i mod keys = k.
+// keys) in a ValueState, and every record produces the line "key,count",
+// written by sink.Files. Whatever the parallelism, backend, failures and
+// restarts, a correct run commits for every key k exactly the lines
+// k,1 .. k,n_k, where n_k is the number of i < records with i mod keys = k.
 type Counter struct {
 	records, keys int64
 	rate          float64
@@ -45,9 +44,11 @@ func (c *Counter) LongDescription() string {
 	return `A parallel source emits i = 0..records-1 with key i mod keys (throttled to
 --rate records per second in total when above 0); a keyed operator keeps a
 running count per key in a ValueState; each record makes a line "key,count"
-written to the part files part-0, part-1, ... under --output (one per sink
-subtask). In a correct run every key k appears with the counts 1..n_k
-exactly once, n_k being the number of i with i mod keys = k.`
+written by the exactly-once file sink into part files under --output
+(part-<subtask>-<run>-<n>; names starting with '.' are not committed yet).
+In a correct run every key k appears with the counts 1..n_k exactly once,
+n_k being the number of i with i mod keys = k, also across failures,
+restarts and kill -9 with --from latest when checkpointing is on.`
 }
 
 // RegisterFlags implements Job.

@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"os"
 	"path/filepath"
 	"sync"
 	"sync/atomic"
@@ -348,14 +347,13 @@ func (j *Job) networkOutput(impl OutputImpl, e *graph.Edge, index int, tr *Track
 // when Run does.
 func (j *Job) Run() error {
 	defer j.stop(nil)
-	lock, err := claimStateDir(j.stateDir)
+	lock, created, err := claimStateDir(j.stateDir)
 	if err != nil {
 		return fmt.Errorf("local state directory %s: %w", j.stateDir, err)
 	}
 	removeStaleStateDirs(j.opts.StateDir, j.stateDir, j.opts.Logger)
 	defer func() {
-		lock.release()
-		if err := os.RemoveAll(j.stateDir); err != nil {
+		if err := releaseStateDir(lock, j.stateDir, created); err != nil {
 			j.opts.Logger.Warn("could not delete the job's state directory", "dir", j.stateDir, "err", err)
 		}
 	}()

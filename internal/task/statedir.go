@@ -23,12 +23,35 @@ const stateLockName = ".lock"
 // stateDirLock is a held lock; release unlocks it.
 type stateDirLock interface{ release() }
 
-// claimStateDir creates dir with its lock file and locks it.
-func claimStateDir(dir string) (stateDirLock, error) {
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return nil, err
+// claimStateDir creates dir with its lock file and locks it. created lists
+// the directories above dir that did not exist before, innermost first, for
+// releaseStateDir to remove again.
+func claimStateDir(dir string) (l stateDirLock, created []string, err error) {
+	for p := filepath.Dir(dir); ; p = filepath.Dir(p) {
+		if _, err := os.Stat(p); err == nil || p == filepath.Dir(p) {
+			break
+		}
+		created = append(created, p)
 	}
-	return lockFile(filepath.Join(dir, stateLockName))
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return nil, nil, err
+	}
+	l, err = lockFile(filepath.Join(dir, stateLockName))
+	return l, created, err
+}
+
+// releaseStateDir unlocks and deletes dir, then the directories claim
+// created above it if they are empty (another run may use them), so that a
+// job that never needed local state leaves nothing behind.
+func releaseStateDir(l stateDirLock, dir string, created []string) error {
+	l.release()
+	err := os.RemoveAll(dir)
+	for _, p := range created {
+		if os.Remove(p) != nil {
+			break
+		}
+	}
+	return err
 }
 
 // removeStaleStateDirs deletes the directories under root whose lock no

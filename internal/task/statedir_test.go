@@ -16,12 +16,12 @@ import (
 func TestStaleStateDirsAreRemoved(t *testing.T) {
 	root := t.TempDir()
 	logger := slog.New(slog.NewTextHandler(io.Discard, nil))
-	live, err := claimStateDir(filepath.Join(root, "job-live"))
+	live, _, err := claimStateDir(filepath.Join(root, "job-live"))
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer live.release()
-	dead, err := claimStateDir(filepath.Join(root, "job-dead"))
+	dead, _, err := claimStateDir(filepath.Join(root, "job-dead"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -32,7 +32,7 @@ func TestStaleStateDirsAreRemoved(t *testing.T) {
 	if err := os.MkdirAll(filepath.Join(root, "not-ours"), 0o755); err != nil {
 		t.Fatal(err)
 	}
-	me, err := claimStateDir(filepath.Join(root, "job-me"))
+	me, _, err := claimStateDir(filepath.Join(root, "job-me"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -44,5 +44,54 @@ func TestStaleStateDirsAreRemoved(t *testing.T) {
 		if got := err == nil; got != want {
 			t.Errorf("%s exists = %v, want %v", name, got, want)
 		}
+	}
+}
+
+// A run leaves no directory behind that it created, unless another run
+// still uses it.
+func TestStateDirReleasedWithTheDirectoriesItCreated(t *testing.T) {
+	root := t.TempDir()
+	base := filepath.Join(root, "weir-data", "state")
+	l, created, err := claimStateDir(filepath.Join(base, "job-1"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	l2, created2, err := claimStateDir(filepath.Join(base, "job-2"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(created) != 2 || len(created2) != 0 {
+		t.Fatalf("created %v and %v, want weir-data/state and weir-data by the first claim only", created, created2)
+	}
+	if err := releaseStateDir(l, filepath.Join(base, "job-1"), created); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(filepath.Join(base, "job-2")); err != nil {
+		t.Fatalf("the other run's directory went: %v", err)
+	}
+	if err := releaseStateDir(l2, filepath.Join(base, "job-2"), created2); err != nil {
+		t.Fatal(err)
+	}
+	// The first run created weir-data/state; it was not empty when that run
+	// ended, so it stays: leftover empty directories are harmless, deleting
+	// a directory a run uses is not.
+	entries, _ := os.ReadDir(root)
+	if len(entries) != 1 {
+		t.Fatalf("root holds %v", entries)
+	}
+}
+
+func TestLoneRunLeavesNothing(t *testing.T) {
+	root := t.TempDir()
+	dir := filepath.Join(root, "weir-data", "state", "job-1")
+	l, created, err := claimStateDir(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := releaseStateDir(l, dir, created); err != nil {
+		t.Fatal(err)
+	}
+	if entries, _ := os.ReadDir(root); len(entries) != 0 {
+		t.Fatalf("left behind %v", entries)
 	}
 }

@@ -96,6 +96,12 @@ type pebbleState struct {
 	// elemLen are unset. The first registration fills them in.
 	restored    bool
 	restoredTTL bool
+	// nativeList marks a restored list whose entries are already in the
+	// stored form of lists, because they come from a native snapshot
+	// (OpenPebbleFromNative, RestoreFromNative) of a backend that had
+	// registered it; a restored list without it is stored as its stream
+	// payload, which registration converts (convertRestoredList).
+	nativeList bool
 }
 
 // NewPebbleBackend opens an empty Pebble backend in opts.Dir. The directory
@@ -113,6 +119,17 @@ func NewPebbleBackend(opts Options) (*PebbleBackend, error) {
 	if err := os.MkdirAll(opts.Dir, 0o755); err != nil {
 		return nil, fmt.Errorf("state: create pebble dir: %w", err)
 	}
+	db, err := openPebbleDB(opts.Dir, false)
+	if err != nil {
+		_ = os.RemoveAll(opts.Dir)
+		return nil, fmt.Errorf("state: open pebble: %w", err)
+	}
+	return newPebbleBackendDB(opts, db), nil
+}
+
+// openPebbleDB opens (or creates, unless readOnly) the database in dir with
+// the backend's tuning.
+func openPebbleDB(dir string, readOnly bool) (*pebble.DB, error) {
 	cache := pebble.NewCache(pebbleCacheSize)
 	defer cache.Unref() // the DB holds its own reference
 	po := &pebble.Options{
@@ -123,20 +140,22 @@ func NewPebbleBackend(opts Options) (*PebbleBackend, error) {
 		Merger:                      pebbleConcatMerger,
 		Logger:                      pebbleLogger{},
 		FormatMajorVersion:          pebble.FormatNewest,
+		ReadOnly:                    readOnly,
 	}
 	po.Levels[0].FilterPolicy = bloom.FilterPolicy(pebbleBloomBits) // inherited by the other levels
-	db, err := pebble.Open(opts.Dir, po)
-	if err != nil {
-		_ = os.RemoveAll(opts.Dir)
-		return nil, fmt.Errorf("state: open pebble: %w", err)
-	}
+	return pebble.Open(dir, po)
+}
+
+// newPebbleBackendDB returns a backend over an open database, with no
+// states registered.
+func newPebbleBackendDB(opts Options, db *pebble.DB) *PebbleBackend {
 	return &PebbleBackend{
 		opts:     opts,
 		db:       db,
 		keyGroup: opts.KeyGroupStart,
 		states:   make(map[string]*pebbleState),
 		byID:     []*pebbleState{nil},
-	}, nil
+	}
 }
 
 // validatePebbleOptions reports every problem with opts at once.

@@ -51,12 +51,12 @@ func (b *PebbleBackend) adoptRestored(st *pebbleState, kind stateKind, typ, typ2
 	if err := rs.compatible(pebbleSnapKind(kind), ttl.Enabled()); err != nil {
 		return nil, err
 	}
-	if kind == kindList {
+	if kind == kindList && !st.nativeList {
 		if err := b.convertRestoredList(st); err != nil {
 			return nil, err
 		}
 	}
-	st.restored = false
+	st.restored, st.nativeList = false, false
 	st.typ, st.typ2, st.ttl = typ, typ2, ttl
 	if ttl.Enabled() && !ttl.DisableBackgroundCleanup {
 		b.bgTTL++
@@ -87,6 +87,12 @@ var _ Snapshot = (*pebbleSnap)(nil)
 func takePebbleSnapshot(b *PebbleBackend) (*pebbleSnap, error) {
 	if b.closed {
 		return nil, errors.New("state: snapshot of a closed pebble backend")
+	}
+	for _, st := range b.byID[1:] {
+		if st.restored && st.nativeList {
+			// Its elements' boundaries are known only to its codec.
+			return nil, fmt.Errorf("state: list state %q, restored from a native snapshot, must be registered before a canonical snapshot", st.name)
+		}
 	}
 	reg := slices.Clone(b.byID[1:])
 	slices.SortFunc(reg, func(x, y *pebbleState) int { return strings.Compare(x.name, y.name) })
@@ -324,7 +330,23 @@ func (p *pebbleSnapSink) record(kg, i int, rec *snapRecord) error {
 	case kindList:
 		// Without the codec the elements' boundaries would be lost in
 		// the stored form (a concatenation), so a restored list keeps
-		// its stream payload until registration converts it.
+		// its stream payload until registration converts it; unless a
+		// native snapshot restored it in the stored form already
+		// (RestoreFromNative), which needs no codec either.
+		if p.b.byID[p.ids[i]].nativeList {
+			v := p.val[:0]
+			for _, it := range rec.items {
+				if st.ttl {
+					v = pebbleAppendTS(v, it.ts)
+				}
+				v = append(v, it.value...)
+			}
+			p.val = v
+			if err := p.batch.Set(k, v, nil); err != nil {
+				return fmt.Errorf("state %q: restore: %w", st.name, err)
+			}
+			break
+		}
 		v := binary.AppendUvarint(p.val[:0], uint64(len(rec.items)))
 		for _, it := range rec.items {
 			v = snapAppendBytes(v, it.value)

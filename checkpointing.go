@@ -23,6 +23,11 @@ type CheckpointOptions struct {
 	// blob URL (s3://...). Default "weir-data/checkpoints"
 	// (execution.checkpointing.dir).
 	Dir string
+	// Incremental makes the pebble backend checkpoint incrementally: only
+	// the files created since the last completed checkpoint are uploaded,
+	// unchanged ones are shared (execution.checkpointing.incremental,
+	// default false). The hashmap backend always takes full snapshots.
+	Incremental bool
 	// Mode is CheckpointingExactlyOnce (aligned barriers, the default) or
 	// CheckpointingAtLeastOnce (execution.checkpointing.mode).
 	Mode string

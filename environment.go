@@ -293,6 +293,7 @@ func (e *Environment) taskOptions(name string) task.Options {
 		AutoWatermarkInterval:  e.opts.AutoWatermarkInterval,
 		StateDir:               e.opts.StateDir,
 		CheckpointMode:         mode,
+		Incremental:            e.opts.Checkpoint.Incremental,
 		Hooks:                  e.opts.hooks.task,
 	}
 }

@@ -141,9 +141,10 @@ func quietLogger(t *testing.T) *slog.Logger {
 // in a sink commit, restarting automatically after each, writes every
 // running count exactly once: nothing lost, nothing duplicated.
 func TestExactlyOnceUnderInjectedFailures(t *testing.T) {
-	for _, backend := range []string{weir.BackendHashMap, weir.BackendPebble} {
+	for _, mode := range []string{weir.BackendHashMap, weir.BackendPebble, "pebble-incremental"} {
+		backend, incremental := strings.CutSuffix(mode, "-incremental")
 		for _, p := range []int{1, 4} {
-			t.Run(fmt.Sprintf("%s/p%d", backend, p), func(t *testing.T) {
+			t.Run(fmt.Sprintf("%s/p%d", mode, p), func(t *testing.T) {
 				seed := rand.Uint64()
 				t.Logf("seed %d", seed)
 				rng := rand.New(rand.NewPCG(seed, 0))
@@ -151,7 +152,7 @@ func TestExactlyOnceUnderInjectedFailures(t *testing.T) {
 				dir := t.TempDir()
 				opts := weir.Options{Parallelism: p, StateBackend: backend, StateDir: filepath.Join(dir, "state"),
 					Logger:     quietLogger(t),
-					Checkpoint: weir.CheckpointOptions{Interval: 10 * time.Millisecond, Dir: filepath.Join(dir, "chk")},
+					Checkpoint: weir.CheckpointOptions{Interval: 10 * time.Millisecond, Dir: filepath.Join(dir, "chk"), Incremental: incremental},
 					Restart:    weir.RestartOptions{Type: "fixed-delay", FixedDelayAttempts: 20, FixedDelay: time.Millisecond}}
 				var syncFailed, uploadFailed, metaFailed, userFailed atomic.Bool
 				syncAt, uploadAt, metaAt := 1+rng.Int64N(4), 1+rng.Int64N(4), 1+rng.Int64N(4)

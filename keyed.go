@@ -167,7 +167,17 @@ func (p *keyedProcessOp[K, IN, OUT]) onTimer(t timer.Timer, eventTime bool) erro
 // SnapshotState adds the keyed state and timers to the operator state.
 func (p *keyedProcessOp[K, IN, OUT]) SnapshotState(id int64) (task.OperatorSnapshot, error) {
 	s, _ := p.opBase.SnapshotState(id)
-	return s, p.rt.snapshot(&s)
+	return s, p.rt.snapshot(id, &s)
+}
+
+// NotifyCheckpointComplete implements task.CheckpointListener.
+func (p *keyedProcessOp[K, IN, OUT]) NotifyCheckpointComplete(id int64) error {
+	return p.rt.NotifyCheckpointComplete(id)
+}
+
+// NotifyCheckpointAborted implements task.CheckpointListener.
+func (p *keyedProcessOp[K, IN, OUT]) NotifyCheckpointAborted(id int64) error {
+	return p.rt.NotifyCheckpointAborted(id)
 }
 
 func (p *keyedProcessOp[K, IN, OUT]) ProcessWatermark(wm int64) error {
@@ -194,6 +204,7 @@ type keyedRuntime struct {
 	ttl      bool
 	ptWakeup map[int64]bool // processing times with a scheduled task callback
 	onTimer  func(t timer.Timer, eventTime bool) error
+	uploads  *uploadTracker // incremental checkpoints
 }
 
 // stateCleanupInterval is how often keyed operators with TTL state run a
@@ -204,12 +215,23 @@ const (
 )
 
 func newKeyedRuntime(op *task.OpContext, opts Options) *keyedRuntime {
-	return &keyedRuntime{op: op, opts: opts, timers: timer.NewService(), ptWakeup: map[int64]bool{}}
+	return &keyedRuntime{op: op, opts: opts, timers: timer.NewService(), ptWakeup: map[int64]bool{}, uploads: newUploadTracker()}
 }
 
 func (rt *keyedRuntime) open() error {
 	so := state.Options{KeyGroupStart: rt.op.KeyGroupStart, KeyGroupEnd: rt.op.KeyGroupEnd,
 		MaxParallelism: rt.op.MaxParallelism, Clock: rt.op.Now, Dir: rt.op.StateDir}
+	if r := rt.op.Restored; r != nil && len(r.Native) > 0 {
+		pb, err := rt.openNative(so, r)
+		if err != nil {
+			return fmt.Errorf("restore native keyed state: %w", err)
+		}
+		rt.backend = pb
+		if err := rt.restore(r); err != nil {
+			return fmt.Errorf("restore keyed state: %w", err)
+		}
+		return nil
+	}
 	switch rt.opts.StateBackend {
 	case "", BackendHashMap:
 		rt.backend = state.NewHeapBackend(so)
@@ -272,13 +294,28 @@ func (rt *keyedRuntime) restoreFile(r *task.RestoredState, h storage.FileHandle,
 
 // snapshot is the keyed part of the synchronous phase: freeze the backend
 // and encode the timers.
-func (rt *keyedRuntime) snapshot(s *task.OperatorSnapshot) error {
+func (rt *keyedRuntime) snapshot(id int64, s *task.OperatorSnapshot) error {
+	s.Timers = rt.timers.AppendSnapshot(nil, rt.op.KeyGroupStart, rt.op.KeyGroupEnd)
+	if pb, ok := rt.backend.(*state.PebbleBackend); ok && rt.op.Incremental {
+		return rt.nativeSnapshot(pb, id, s)
+	}
 	ks, err := state.TakeSnapshot(rt.backend)
 	if err != nil {
 		return err
 	}
 	s.Keyed = ks
-	s.Timers = rt.timers.AppendSnapshot(nil, rt.op.KeyGroupStart, rt.op.KeyGroupEnd)
+	return nil
+}
+
+// NotifyCheckpointComplete makes the checkpoint's uploads reusable.
+func (rt *keyedRuntime) NotifyCheckpointComplete(id int64) error {
+	rt.uploads.confirm(id)
+	return nil
+}
+
+// NotifyCheckpointAborted forgets the checkpoint's uploads.
+func (rt *keyedRuntime) NotifyCheckpointAborted(id int64) error {
+	rt.uploads.abort(id)
 	return nil
 }
 

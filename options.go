@@ -155,6 +155,7 @@ func OptionsFromConfig(c *config.Config) Options {
 	o.Checkpoint = CheckpointOptions{
 		Interval:          c.Duration("execution.checkpointing.interval"),
 		Dir:               c.String("execution.checkpointing.dir"),
+		Incremental:       c.Bool("execution.checkpointing.incremental"),
 		Mode:              c.String("execution.checkpointing.mode"),
 		Timeout:           c.Duration("execution.checkpointing.timeout"),
 		MinPause:          c.Duration("execution.checkpointing.min-pause"),

@@ -382,7 +382,17 @@ func (o *windowOp[K, IN, OUT]) Close() error { return o.rt.close() }
 // SnapshotState adds the window contents (keyed state) and timers.
 func (o *windowOp[K, IN, OUT]) SnapshotState(id int64) (task.OperatorSnapshot, error) {
 	s, _ := o.opBase.SnapshotState(id)
-	return s, o.rt.snapshot(&s)
+	return s, o.rt.snapshot(id, &s)
+}
+
+// NotifyCheckpointComplete implements task.CheckpointListener.
+func (o *windowOp[K, IN, OUT]) NotifyCheckpointComplete(id int64) error {
+	return o.rt.NotifyCheckpointComplete(id)
+}
+
+// NotifyCheckpointAborted implements task.CheckpointListener.
+func (o *windowOp[K, IN, OUT]) NotifyCheckpointAborted(id int64) error {
+	return o.rt.NotifyCheckpointAborted(id)
 }
 
 func (o *windowOp[K, IN, OUT]) ProcessWatermark(wm int64) error { return o.rt.advanceWatermark(wm) }

@@ -110,6 +110,12 @@ var optionTable = []Option{
 		Description: "Where checkpoints are stored: a directory path, file://, mem:// or a gocloud blob URL such as s3://bucket/prefix. Each job has a sub-directory named after it.",
 	},
 	{
+		Key:         "execution.checkpointing.incremental",
+		Kind:        KindBool,
+		Default:     "false",
+		Description: "Incremental checkpoints of the pebble backend: upload only the files created since the last completed checkpoint and reference the others under shared/. The hashmap backend always takes full checkpoints.",
+	},
+	{
 		Key:         "execution.checkpointing.mode",
 		Kind:        KindEnum,
 		Default:     "EXACTLY_ONCE",

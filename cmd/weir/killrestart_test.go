@@ -21,10 +21,14 @@ func TestKillRestartScript(t *testing.T) {
 	if out, err := build.CombinedOutput(); err != nil {
 		t.Fatalf("go build: %v\n%s", err, out)
 	}
-	for _, backend := range []string{"hashmap", "pebble"} {
-		t.Run(backend, func(t *testing.T) {
+	for _, mode := range []string{"hashmap", "pebble", "pebble-incremental"} {
+		t.Run(mode, func(t *testing.T) {
+			backend, incremental := strings.CutSuffix(mode, "-incremental")
 			cmd := exec.Command("bash", filepath.Join("..", "..", "scripts", "kill-restart.sh"), backend, "4")
 			cmd.Env = append(os.Environ(), "WEIR="+bin)
+			if incremental {
+				cmd.Env = append(cmd.Env, "EXTRA=--incremental")
+			}
 			out, err := cmd.CombinedOutput()
 			t.Logf("%s", out)
 			if err != nil {

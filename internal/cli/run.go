@@ -26,6 +26,7 @@ type runFlags struct {
 	sets        []string
 	configPath  string
 	from        string
+	incremental bool
 }
 
 func (a *app) runCommand() *cobra.Command {
@@ -59,6 +60,7 @@ running exits with 1 and names the failing operator and subtask; Ctrl-C
 		"parallelism of operators that do not set their own; overrides parallelism.default (default 1)")
 	pf.StringArrayVar(&rf.sets, "set", nil, "set the configuration `key=value`; repeatable, later items win (see 'weir config keys')")
 	pf.StringVar(&rf.configPath, "config", "", "YAML configuration `file` (Flink config.yaml syntax)")
+	pf.BoolVar(&rf.incremental, "incremental", false, "incremental checkpoints of the pebble backend; sets execution.checkpointing.incremental=true")
 	pf.StringVar(&rf.from, "from", "", "resume from a `checkpoint`: latest (the job's newest complete checkpoint under execution.checkpointing.dir) or a chk-<n> directory; sets execution.state-recovery.path")
 	a.deferErrors(pf)
 	c.SetUsageTemplate(strings.NewReplacer(
@@ -117,6 +119,9 @@ func (a *app) runJob(c *cobra.Command, job jobs.Job, rf *runFlags) error {
 		} else {
 			sets = append(sets, "parallelism.default="+strconv.Itoa(rf.parallelism))
 		}
+	}
+	if c.Flags().Changed("incremental") {
+		sets = append(sets, "execution.checkpointing.incremental="+strconv.FormatBool(rf.incremental))
 	}
 	if c.Flags().Changed("from") {
 		if rf.from == "" {

@@ -18,6 +18,7 @@ import (
 	"fmt"
 	"log/slog"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -158,7 +159,7 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 	if cfg.Enabled && cfg.Storage == nil {
 		return Result{}, errors.New("runner: checkpointing needs checkpoint storage")
 	}
-	r := &runner{cfg: cfg, log: cfg.Logger, metas: map[int64]*metadata.Checkpoint{}}
+	r := &runner{cfg: cfg, log: cfg.Logger, metas: map[int64]*metadata.Checkpoint{}, shared: newSharedRegistry()}
 	err := r.run(ctx)
 	res := Result{Restarts: r.restarts, Completed: r.completedIDs, Latest: r.latest}
 	return res, err
@@ -172,6 +173,7 @@ type runner struct {
 	latest       *metadata.Checkpoint // newest completed checkpoint
 	retained     []int64              // owned completed checkpoints, oldest first
 	metas        map[int64]*metadata.Checkpoint
+	shared       *sharedRegistry // references of the retained checkpoints
 	completedIDs []int64
 	restarts     int
 	bg           sync.WaitGroup // deletions in the background
@@ -244,26 +246,77 @@ func (r *runner) prepareStorage(ctx context.Context) error {
 		return fmt.Errorf("list checkpoints: %w", err)
 	}
 	own := r.cfg.From != nil && r.cfg.FromStorage == r.cfg.Storage && r.cfg.FromJob == r.cfg.JobDir
+	referenced := map[string]bool{} // by any complete checkpoint in the directory
 	for _, e := range entries {
 		r.nextID = max(r.nextID, e.ID+1)
-		switch {
-		case !e.Complete:
+		if !e.Complete {
 			r.log.Info("deleting an incomplete checkpoint left by an earlier run", "checkpoint", e.ID)
 			if err := r.cfg.Storage.DeleteCheckpoint(ctx, r.cfg.JobDir, e.ID); err != nil {
 				r.log.Warn("could not delete an incomplete checkpoint", "checkpoint", e.ID, "err", err)
 			}
-		case own && e.ID <= r.cfg.From.ID:
+			continue
+		}
+		cp, err := r.readOwn(ctx, e.ID)
+		if err != nil {
+			// Its references are unknown: keep every shared file.
+			r.log.Warn("cannot read a checkpoint's metadata; shared files are not cleaned up this run", "checkpoint", e.ID, "err", err)
+			referenced = nil
+			continue
+		}
+		if referenced != nil {
+			for _, h := range cp.SharedFiles() {
+				referenced[h.Path] = true
+			}
+		}
+		if own && e.ID <= r.cfg.From.ID {
 			r.retained = append(r.retained, e.ID)
+			r.metas[e.ID] = cp
+			r.shared.register(cp)
 		}
 	}
 	if r.cfg.From != nil {
 		r.nextID = max(r.nextID, r.cfg.From.ID+1)
 		if own {
 			r.latest = r.cfg.From
-			r.metas[r.cfg.From.ID] = r.cfg.From
 		}
 	}
+	if referenced != nil {
+		r.sweepShared(ctx, referenced)
+	}
 	return nil
+}
+
+func (r *runner) readOwn(ctx context.Context, id int64) (*metadata.Checkpoint, error) {
+	payload, err := r.cfg.Storage.ReadMetadata(ctx, r.cfg.JobDir, id)
+	if err != nil {
+		return nil, err
+	}
+	return metadata.Decode(payload)
+}
+
+// sweepShared deletes the files under shared/ that no complete checkpoint
+// references: uploads for checkpoints that never completed, left by a
+// process that was killed or could not clean up.
+func (r *runner) sweepShared(ctx context.Context, referenced map[string]bool) {
+	files, err := r.cfg.Storage.ListShared(ctx, r.cfg.JobDir)
+	if err != nil {
+		r.log.Warn("cannot list shared checkpoint files; not cleaning them up", "err", err)
+		return
+	}
+	n := 0
+	for _, f := range files {
+		if referenced[f.Key] {
+			continue
+		}
+		if err := r.cfg.Storage.DeleteFile(ctx, r.cfg.JobDir, f.Key); err != nil {
+			r.log.Warn("could not delete an unreferenced shared file", "file", f.Key, "err", err)
+			continue
+		}
+		n++
+	}
+	if n > 0 {
+		r.log.Info("deleted shared files no checkpoint references (left by an earlier run)", "files", n)
+	}
 }
 
 // endRetention deletes every owned completed checkpoint if the retention
@@ -275,6 +328,14 @@ func (r *runner) endRetention(ctx context.Context, deleting ...Retention) {
 	for _, id := range r.retained {
 		if err := r.cfg.Storage.DeleteCheckpoint(ctx, r.cfg.JobDir, id); err != nil {
 			r.log.Warn("could not delete a checkpoint", "checkpoint", id, "err", err)
+			continue
+		}
+		if cp := r.metas[id]; cp != nil {
+			for _, path := range r.shared.release(cp) {
+				if err := r.cfg.Storage.DeleteFile(ctx, r.cfg.JobDir, path); err != nil {
+					r.log.Warn("could not delete a shared file", "file", path, "err", err)
+				}
+			}
 		}
 	}
 	r.retained = nil
@@ -310,7 +371,7 @@ func (r *runner) attempt(ctx context.Context, cp *metadata.Checkpoint, cpStore *
 		return err
 	}
 	d := &driver{ctx: ctx, r: r, job: job, names: map[coordinator.TaskID]string{}, meta: make(chan metaResult, 64),
-		writing: map[int64]chan struct{}{}, triggers: map[int64]time.Time{}}
+		writing: map[int64]chan struct{}{}, triggers: map[int64]time.Time{}, acked: map[int64][]task.OperatorState{}}
 	return d.run()
 }
 
@@ -334,6 +395,9 @@ type driver struct {
 	finalDone    bool
 
 	manual map[int64]chan<- ManualResult // manual checkpoints awaiting their outcome
+	// acked holds the state of every acknowledgement of a pending
+	// checkpoint, so that an abort can delete the shared files it uploaded.
+	acked map[int64][]task.OperatorState
 }
 
 func (d *driver) run() error {
@@ -514,6 +578,7 @@ func (d *driver) onAck(a task.Ack) {
 		d.coord.Decline(now, a.ID, id, a.Declined, reason)
 		return
 	}
+	d.acked[a.ID] = append(d.acked[a.ID], a.State...)
 	d.coord.Ack(now, a.ID, id, coordinator.TaskStats{StartDelay: a.StartDelay, Alignment: a.Alignment,
 		Sync: a.Sync, Async: a.Async, Bytes: a.Bytes}, a.State)
 }
@@ -535,11 +600,13 @@ func (d *driver) apply() {
 			r.latest = cp
 			r.metas[a.ID] = cp
 			r.retained = append(r.retained, a.ID)
+			r.shared.register(cp)
+			delete(d.acked, a.ID)
 			r.completedIDs = append(r.completedIDs, a.ID)
 			if d.finalAfter > 0 && a.ID >= d.finalAfter {
 				d.finalDone = true
 			}
-			r.log.Info(d.completionLine(a))
+			r.log.Info(d.completionLine(a, cp))
 			if h := r.cfg.Hooks.Completed; h != nil {
 				h(a.ID, cp)
 			}
@@ -552,8 +619,12 @@ func (d *driver) apply() {
 		case coordinator.Subsume:
 			for _, id := range a.IDs {
 				r.retained = slices.DeleteFunc(r.retained, func(x int64) bool { return x == id })
+				var free []string
+				if cp := r.metas[id]; cp != nil {
+					free = r.shared.release(cp)
+				}
 				delete(r.metas, id)
-				d.deleteCheckpoint(id, nil)
+				d.deleteCheckpoint(id, nil, free)
 			}
 		case coordinator.Aborted:
 			args := []any{"checkpoint", a.ID, "reason", a.Reason.String()}
@@ -576,7 +647,8 @@ func (d *driver) apply() {
 		case coordinator.CleanupFiles:
 			delete(d.pending, a.ID)
 			delete(d.triggers, a.ID)
-			d.deleteCheckpoint(a.ID, d.writing[a.ID])
+			d.deleteCheckpoint(a.ID, d.writing[a.ID], d.unreferencedNew(d.acked[a.ID]))
+			delete(d.acked, a.ID)
 		case coordinator.NotifyAborted:
 			d.job.NotifyCheckpointAborted(a.ID)
 		case coordinator.DiscardState:
@@ -616,6 +688,7 @@ func (d *driver) writeMetadata(a coordinator.WriteMetadata) {
 	for _, uid := range order {
 		cp.Operators = append(cp.Operators, *ops[uid])
 	}
+	cp.FullBytes = cp.FullSize()
 	d.pending[a.ID] = cp
 	payload, err := metadata.Encode(cp)
 	ch := make(chan struct{})
@@ -643,8 +716,10 @@ func cleanupContext() (context.Context, context.CancelFunc) {
 }
 
 // deleteCheckpoint deletes chk-id in the background, after wait (an
-// in-flight _metadata write) is closed.
-func (d *driver) deleteCheckpoint(id int64, wait chan struct{}) {
+// in-flight _metadata write) is closed, and then the shared files in free:
+// in that order, so that a crash in between never leaves a complete
+// checkpoint without its files.
+func (d *driver) deleteCheckpoint(id int64, wait chan struct{}, free []string) {
 	r := d.r
 	r.bg.Add(1)
 	go func() {
@@ -656,16 +731,47 @@ func (d *driver) deleteCheckpoint(id int64, wait chan struct{}) {
 		defer cancel()
 		if err := r.cfg.Storage.DeleteCheckpoint(ctx, r.cfg.JobDir, id); err != nil {
 			r.log.Warn("could not delete a checkpoint's files", "checkpoint", id, "err", err)
+			return // keep its shared files: the checkpoint may still be complete
+		}
+		for _, path := range free {
+			if err := r.cfg.Storage.DeleteFile(ctx, r.cfg.JobDir, path); err != nil {
+				r.log.Warn("could not delete a shared file", "file", path, "err", err)
+			}
 		}
 	}()
 }
 
-// discard deletes the files of an acknowledgement nobody took.
+// unreferencedNew returns the shared files that states uploaded and no
+// retained checkpoint references: what an aborted checkpoint, or an
+// acknowledgement nobody took, leaves behind.
+func (d *driver) unreferencedNew(states []task.OperatorState) []string {
+	var free []string
+	for _, s := range states {
+		for _, h := range s.State.SharedFiles(true) {
+			if !d.r.shared.referenced(h.Path) {
+				free = append(free, h.Path)
+			}
+		}
+	}
+	return free
+}
+
+// discard deletes the files of an acknowledgement nobody took: its
+// private files and the shared files it uploaded that no retained
+// checkpoint references.
 func (d *driver) discard(states []task.OperatorState) {
 	r := d.r
+	for _, path := range d.unreferencedNew(states) {
+		ctx, cancel := cleanupContext()
+		err := r.cfg.Storage.DeleteFile(ctx, r.cfg.JobDir, path)
+		cancel()
+		if err != nil {
+			r.log.Warn("could not delete a discarded shared file", "file", path, "err", err)
+		}
+	}
 	for _, s := range states {
-		for _, h := range []*storage.FileHandle{s.State.Keyed, s.State.Timers} {
-			if h == nil {
+		for _, h := range s.State.Files() {
+			if strings.HasPrefix(h.Path, storage.SharedDir+"/") {
 				continue
 			}
 			ctx, cancel := cleanupContext()
@@ -681,11 +787,11 @@ func (d *driver) discard(states []task.OperatorState) {
 // completionLine is the one line a completed checkpoint logs: its id,
 // duration and size, and which subtask had the largest start delay,
 // alignment, synchronous and asynchronous phase.
-func (d *driver) completionLine(a coordinator.Completed) string {
+func (d *driver) completionLine(a coordinator.Completed, cp *metadata.Checkpoint) string {
 	s := a.Stats
 	name := func(m coordinator.Max) string { return d.names[m.Task] }
-	return fmt.Sprintf("Completed checkpoint %d for job %s (%s, checkpointDuration=%d ms): max start delay %s at %s, max alignment %s at %s, max sync %s at %s, max async %s at %s.",
-		a.ID, d.r.cfg.JobName, FormatBytes(s.Bytes), a.Duration.Milliseconds(),
+	return fmt.Sprintf("Completed checkpoint %d for job %s (checkpointed size %s, full size %s, checkpointDuration=%d ms): max start delay %s at %s, max alignment %s at %s, max sync %s at %s, max async %s at %s.",
+		a.ID, d.r.cfg.JobName, FormatBytes(s.Bytes), FormatBytes(cp.FullBytes), a.Duration.Milliseconds(),
 		roundDur(s.MaxStartDelay.D), name(s.MaxStartDelay), roundDur(s.MaxAlignment.D), name(s.MaxAlignment),
 		roundDur(s.MaxSync.D), name(s.MaxSync), roundDur(s.MaxAsync.D), name(s.MaxAsync))
 }

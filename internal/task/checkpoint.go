@@ -6,6 +6,8 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"os"
+	"path/filepath"
 	"time"
 
 	"github.com/weirstream/weir/internal/checkpoint/barrier"
@@ -41,10 +43,25 @@ type OperatorSnapshot struct {
 	// synchronous phase left to do off the task goroutine (a sink's fsync).
 	// An error declines the checkpoint.
 	Persist func() error
+	// Native is an incremental snapshot (instead of Keyed): the backend's
+	// own files, uploaded by the asynchronous phase, which reuses the
+	// uploads of earlier checkpoints for the shared files it already has.
+	Native *NativeUpload
+}
+
+// NativeUpload is a backend's native snapshot on its way to storage.
+type NativeUpload struct {
+	Snap *state.NativeSnapshot
+	// Reuse maps the local name of a shared file to the handle an earlier,
+	// completed checkpoint uploaded it as.
+	Reuse map[string]storage.FileHandle
+	// Uploaded, if set, is called by the asynchronous phase with the shared
+	// files it uploaded for checkpoint id (local name to handle).
+	Uploaded func(id int64, files map[string]storage.FileHandle)
 }
 
 func (s OperatorSnapshot) empty() bool {
-	return len(s.Lists) == 0 && s.Keyed == nil && len(s.Timers) == 0 && s.Persist == nil
+	return len(s.Lists) == 0 && s.Keyed == nil && len(s.Timers) == 0 && s.Persist == nil && s.Native == nil
 }
 
 // CheckpointListener is implemented by operators that act when a checkpoint
@@ -204,6 +221,9 @@ func releaseSnapshots(snaps []OperatorSnapshot) {
 		if s.Keyed != nil {
 			s.Keyed.Release()
 		}
+		if s.Native != nil {
+			_ = s.Native.Snap.Release()
+		}
 	}
 }
 
@@ -251,6 +271,15 @@ func (t *task) persist(snaps []OperatorSnapshot, a Ack) {
 				a.Bytes += h.Size
 			}
 		}
+		if s.Native != nil {
+			ns, uploaded, err := t.uploadNative(a.ID, c, base, s.Native)
+			if err != nil {
+				t.decline(a, fmt.Errorf("operator %q: native state: %w", c.Name, err))
+				return
+			}
+			st.Native = ns
+			a.Bytes += uploaded
+		}
 		if len(s.Timers) > 0 {
 			h, err := t.writeFile(a.ID, base+".tmr", func(w io.Writer) error {
 				_, err := w.Write(s.Timers)
@@ -277,6 +306,73 @@ func (t *task) decline(a Ack, err error) {
 	a.Reason = DeclineAsync
 	a.State = nil
 	t.ack(a)
+}
+
+// uploadNative uploads the files of a native snapshot: shared files the
+// upload can reuse are referenced, the others go to shared/ under a name
+// unique to this operator subtask and run; private files go to chk-<id>.
+// It returns the state for the metadata and the bytes it uploaded. On
+// failure it deletes the shared files it uploaded (best effort: a later
+// run's sweep removes what it misses).
+func (t *task) uploadNative(id int64, c *OpContext, base string, nu *NativeUpload) (*metadata.NativeState, int64, error) {
+	if t.store == nil {
+		return &metadata.NativeState{Registry: nu.Snap.Registry}, 0, nil
+	}
+	ns := &metadata.NativeState{Registry: nu.Snap.Registry}
+	created := map[string]storage.FileHandle{}
+	var uploaded int64
+	fail := func(err error) (*metadata.NativeState, int64, error) {
+		for _, h := range created {
+			_ = t.store.DeleteFile(context.WithoutCancel(t.ctx), t.storeJob, h.Path)
+		}
+		return nil, 0, err
+	}
+	for _, f := range nu.Snap.Files {
+		if f.Shared {
+			if h, ok := nu.Reuse[f.Name]; ok && h.Size == f.Size {
+				ns.Files = append(ns.Files, metadata.NativeFile{Name: f.Name, Handle: h, Shared: true})
+				continue
+			}
+		}
+		h, err := t.uploadLocal(id, filepath.Join(nu.Snap.Dir, f.Name), f.Shared,
+			fmt.Sprintf("%s-%s-%s", base, t.runID, sanitize(f.Name)), base+"-"+sanitize(f.Name))
+		if err != nil {
+			return fail(fmt.Errorf("upload %s: %w", f.Name, err))
+		}
+		if f.Shared {
+			created[f.Name] = h
+		}
+		uploaded += h.Size
+		ns.Files = append(ns.Files, metadata.NativeFile{Name: f.Name, Handle: h, Shared: f.Shared, New: true})
+	}
+	if nu.Uploaded != nil {
+		nu.Uploaded(id, created)
+	}
+	return ns, uploaded, nil
+}
+
+// uploadLocal copies a local file to shared/sharedName or to
+// chk-<id>/privateName.
+func (t *task) uploadLocal(id int64, path string, shared bool, sharedName, privateName string) (storage.FileHandle, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return storage.FileHandle{}, err
+	}
+	defer f.Close()
+	var fw storage.FileWriter
+	if shared {
+		fw, err = t.store.CreateSharedFile(t.ctx, t.storeJob, sharedName)
+	} else {
+		fw, err = t.store.CreateFile(t.ctx, t.storeJob, id, privateName)
+	}
+	if err != nil {
+		return storage.FileHandle{}, err
+	}
+	if _, err := io.Copy(fw, f); err != nil {
+		_ = fw.Abort()
+		return storage.FileHandle{}, err
+	}
+	return fw.Finish()
 }
 
 // writeFile writes one data file of checkpoint id; without checkpoint

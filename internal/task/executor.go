@@ -74,6 +74,9 @@ type Options struct {
 	// CountRecords makes sources count their records for RecordCounts
 	// (sinks always count).
 	CountRecords bool
+	// Incremental asks backends that can (pebble) for native, incremental
+	// snapshots instead of full canonical streams.
+	Incremental bool
 }
 
 // FaultHooks inject failures, for tests. Nil fields do nothing.
@@ -266,10 +269,12 @@ func (j *Job) buildTask(v *graph.Vertex, index int, gates map[*graph.Vertex][]*n
 			Checkpointing:         j.opts.FinalCheckpoint,
 			RunID:                 j.opts.RunID,
 			CountRecords:          j.opts.CountRecords,
+			Incremental:           j.opts.Incremental,
 			task:                  t,
 		}
 		if r := j.restored[node.UID]; r != nil {
 			ctx.Restored = r.forSubtask(index, node.Parallelism, kgStart, kgEnd, j.openRestored)
+			ctx.Restored.OwnStorage = j.opts.RestoreStorage == j.opts.Checkpoints && j.opts.RestoreJob == j.opts.CheckpointJob
 		}
 		t.ctxs[i] = ctx
 		b, err := impl.Build(ctx, outs)
@@ -284,6 +289,7 @@ func (j *Job) buildTask(v *graph.Vertex, index int, gates map[*graph.Vertex][]*n
 	}
 	t.acks = j.acks
 	t.store, t.storeJob, t.hooks, t.final = j.opts.Checkpoints, j.opts.CheckpointJob, j.opts.Hooks, j.opts.FinalCheckpoint
+	t.runID = j.opts.RunID
 	if t.source != nil {
 		j.sourcesLeft.Add(1)
 		t.onEnded = func() {

@@ -180,6 +180,9 @@ type OpContext struct {
 	Checkpointing bool
 	// RunID tells this deployment's files from those of earlier runs.
 	RunID string
+	// Incremental asks for native, incremental snapshots of the pebble
+	// backend (OperatorSnapshot.Native).
+	Incremental bool
 	// CountRecords asks sources to count the records they emit
 	// (RecordCounter), which costs an indirect call per record.
 	CountRecords bool

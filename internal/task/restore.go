@@ -21,7 +21,20 @@ type RestoredState struct {
 	Lists  []metadata.List
 	Keyed  []storage.FileHandle
 	Timers []storage.FileHandle
-	open   func(storage.FileHandle) (io.ReadCloser, error)
+	// Native are the native (incremental) snapshots of old subtasks whose
+	// key-group ranges overlap this subtask's.
+	Native []NativeRestore
+	// OwnStorage is set when the checkpoint is in the storage and job
+	// directory this run checkpoints to: its shared files may be
+	// referenced by new checkpoints instead of uploaded again.
+	OwnStorage bool
+	open       func(storage.FileHandle) (io.ReadCloser, error)
+}
+
+// NativeRestore is one old subtask's native snapshot.
+type NativeRestore struct {
+	KeyGroupStart, KeyGroupEnd int
+	State                      *metadata.NativeState
 }
 
 // Open opens a restored file for reading; the content is verified against
@@ -107,6 +120,9 @@ func (r *restoredOp) forSubtask(index, p, kgStart, kgEnd int, open func(storage.
 			}
 			if st.Timers != nil {
 				rs.Timers = append(rs.Timers, *st.Timers)
+			}
+			if st.Native != nil {
+				rs.Native = append(rs.Native, NativeRestore{KeyGroupStart: st.KeyGroupStart, KeyGroupEnd: st.KeyGroupEnd, State: st.Native})
 			}
 		}
 	}

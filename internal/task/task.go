@@ -56,6 +56,7 @@ type task struct {
 	// Checkpointing.
 	store     *storage.Storage // nil: snapshots are not persisted
 	storeJob  string
+	runID     string
 	hooks     FaultHooks
 	async     sync.WaitGroup // asynchronous phases in flight
 	final     bool           // wait for a final checkpoint after the end of input

@@ -30,9 +30,13 @@ type Checkpoint struct {
 	// TriggerTime and CompletionTime are Unix milliseconds.
 	TriggerTime    int64 `json:"triggerTime"`
 	CompletionTime int64 `json:"completionTime"`
-	// Bytes is the checkpointed data size: the bytes of state the
-	// subtasks reported.
+	// Bytes is the checkpointed data size: the bytes this checkpoint
+	// uploaded (Flink's "Checkpointed Data Size").
 	Bytes int64 `json:"bytes"`
+	// FullBytes is the full size: the bytes of every file the checkpoint
+	// references, shared ones included, and its inline state (Flink's
+	// "Full Checkpoint Data Size"). For a full checkpoint it equals Bytes.
+	FullBytes int64 `json:"fullBytes"`
 	// Operators are sorted by UID.
 	Operators []Operator `json:"operators"`
 }
@@ -60,6 +64,30 @@ type Subtask struct {
 	Keyed *storage.FileHandle `json:"keyed,omitempty"`
 	// Timers is the timer file, if there are timers.
 	Timers *storage.FileHandle `json:"timers,omitempty"`
+	// Native is the keyed state as the backend's own files (incremental
+	// checkpoints of the pebble backend), instead of Keyed.
+	Native *NativeState `json:"native,omitempty"`
+}
+
+// NativeState is a backend's database files and state registry.
+type NativeState struct {
+	// Registry is the backend's encoded state registry.
+	Registry []byte `json:"registry"`
+	// Files are the database files, by their local names.
+	Files []NativeFile `json:"files"`
+}
+
+// NativeFile is one database file of a NativeState.
+type NativeFile struct {
+	// Name is the file's name in the database directory.
+	Name   string             `json:"name"`
+	Handle storage.FileHandle `json:"handle"`
+	// Shared files live under shared/ and may be referenced by several
+	// checkpoints; the others belong to this checkpoint's chk-<n>.
+	Shared bool `json:"shared,omitempty"`
+	// New is set when this checkpoint uploaded the file; otherwise it
+	// references an upload of an earlier checkpoint.
+	New bool `json:"new,omitempty"`
 }
 
 // List is one operator list state.
@@ -76,15 +104,78 @@ func (c *Checkpoint) Files() []storage.FileHandle {
 	var fs []storage.FileHandle
 	for _, op := range c.Operators {
 		for _, st := range op.Subtasks {
-			if st.Keyed != nil {
-				fs = append(fs, *st.Keyed)
-			}
-			if st.Timers != nil {
-				fs = append(fs, *st.Timers)
-			}
+			fs = append(fs, st.Files()...)
 		}
 	}
 	return fs
+}
+
+// Files returns every data file the subtask's state references.
+func (st *Subtask) Files() []storage.FileHandle {
+	var fs []storage.FileHandle
+	if st.Keyed != nil {
+		fs = append(fs, *st.Keyed)
+	}
+	if st.Timers != nil {
+		fs = append(fs, *st.Timers)
+	}
+	if st.Native != nil {
+		for _, f := range st.Native.Files {
+			fs = append(fs, f.Handle)
+		}
+	}
+	return fs
+}
+
+// SharedFiles returns the files under shared/ the subtask references;
+// newOnly keeps those it uploaded itself.
+func (st *Subtask) SharedFiles(newOnly bool) []storage.FileHandle {
+	if st.Native == nil {
+		return nil
+	}
+	var fs []storage.FileHandle
+	for _, f := range st.Native.Files {
+		if f.Shared && (f.New || !newOnly) {
+			fs = append(fs, f.Handle)
+		}
+	}
+	return fs
+}
+
+// SharedFiles returns every file under shared/ the checkpoint references.
+func (c *Checkpoint) SharedFiles() []storage.FileHandle {
+	var fs []storage.FileHandle
+	for _, op := range c.Operators {
+		for _, st := range op.Subtasks {
+			fs = append(fs, st.SharedFiles(false)...)
+		}
+	}
+	return fs
+}
+
+// InlineBytes is the size of the state stored in the metadata itself.
+func (st *Subtask) InlineBytes() int64 {
+	var n int64
+	for _, l := range st.Lists {
+		for _, e := range l.Elements {
+			n += int64(len(e))
+		}
+	}
+	return n
+}
+
+// FullSize is the bytes of every referenced file plus the inline state.
+func (c *Checkpoint) FullSize() int64 {
+	var n int64
+	for _, op := range c.Operators {
+		for _, st := range op.Subtasks {
+			n += st.InlineBytes()
+			for _, f := range st.Files() {
+				n += f.Size
+			}
+		}
+	}
+	return n
 }
 
 // Operator returns the operator with uid, and false if the checkpoint has

@@ -310,7 +310,8 @@ func (t *task) decline(a Ack, err error) {
 
 // uploadNative uploads the files of a native snapshot: shared files the
 // upload can reuse are referenced, the others go to shared/ under a name
-// unique to this operator subtask and run; private files go to chk-<id>.
+// unique to this operator subtask, run and checkpoint; private files go to
+// chk-<id>.
 // It returns the state for the metadata and the bytes it uploaded. On
 // failure it deletes the shared files it uploaded (best effort: a later
 // run's sweep removes what it misses).
@@ -334,8 +335,12 @@ func (t *task) uploadNative(id int64, c *OpContext, base string, nu *NativeUploa
 				continue
 			}
 		}
+		// The shared name is unique to this upload (run and checkpoint):
+		// a file not confirmed yet may be uploaded again by the next
+		// checkpoint, and the two uploads must not be one object, or
+		// deleting the unused one would delete the other.
 		h, err := t.uploadLocal(id, filepath.Join(nu.Snap.Dir, f.Name), f.Shared,
-			fmt.Sprintf("%s-%s-%s", base, t.runID, sanitize(f.Name)), base+"-"+sanitize(f.Name))
+			fmt.Sprintf("%s-%s-%d-%s", base, t.runID, id, sanitize(f.Name)), base+"-"+sanitize(f.Name))
 		if err != nil {
 			return fail(fmt.Errorf("upload %s: %w", f.Name, err))
 		}
@@ -408,7 +413,14 @@ func (t *task) ack(a Ack) {
 	a.Vertex, a.Subtask = t.vertex, t.index
 	select {
 	case t.acks <- a:
-	case <-t.ctx.Done(): // nobody reads acks any more: the job is ending
+	case <-t.ctx.Done():
+		// Nobody reads acks any more: the job is ending. Shared files this
+		// snapshot uploaded would be orphans: nobody else knows them.
+		for _, s := range a.State {
+			for _, h := range s.State.SharedFiles(true) {
+				_ = t.store.DeleteFile(context.WithoutCancel(t.ctx), t.storeJob, h.Path)
+			}
+		}
 	}
 }
 

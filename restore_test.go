@@ -268,3 +268,34 @@ func TestTriggerCheckpointManually(t *testing.T) {
 	cancel()
 	<-done
 }
+
+// An incremental (native) pebble checkpoint resumes at the same
+// parallelism (files opened as they are), at another one (key groups
+// copied out of each old database), and is refused, before anything
+// starts, by the hashmap backend.
+func TestResumeFromIncrementalCheckpoint(t *testing.T) {
+	incremental := func(o *weir.Options) { o.Checkpoint.Incremental = true }
+	for _, c := range []struct{ from, to int }{{2, 2}, {2, 3}, {4, 1}} {
+		t.Run(fmt.Sprintf("p%d-to-p%d", c.from, c.to), func(t *testing.T) {
+			dir := t.TempDir()
+			if _, err := restoreRun(t, dir, c.from, weir.BackendPebble, "", 3, incremental); !errors.Is(err, context.Canceled) {
+				t.Fatalf("first run: %v, want it canceled after 3 checkpoints", err)
+			}
+			if _, err := restoreRun(t, dir, c.to, weir.BackendPebble, weir.RestoreLatest, 0, incremental); err != nil {
+				t.Fatalf("resumed run: %v", err)
+			}
+			checkCounterOutput(t, filepath.Join(dir, "out"), 150_000, 97)
+		})
+	}
+	t.Run("into-hashmap", func(t *testing.T) {
+		dir := t.TempDir()
+		if _, err := restoreRun(t, dir, 2, weir.BackendPebble, "", 2, incremental); !errors.Is(err, context.Canceled) {
+			t.Fatalf("first run: %v", err)
+		}
+		noRestart := func(o *weir.Options) { o.Restart.Type = "none" }
+		_, err := restoreRun(t, dir, 2, weir.BackendHashMap, weir.RestoreLatest, 0, noRestart)
+		if err == nil || !strings.Contains(err.Error(), "state.backend.type=pebble") {
+			t.Fatalf("err = %v, want a refusal naming the pebble backend", err)
+		}
+	})
+}

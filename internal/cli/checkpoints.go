@@ -9,6 +9,9 @@ import (
 	"log/slog"
 	"net/url"
 	"os"
+	"path"
+	"path/filepath"
+	"regexp"
 	"slices"
 	"strings"
 	"text/tabwriter"
@@ -29,7 +32,8 @@ const (
 	checkpointCorrupt    = "corrupt"
 )
 
-// checkpointsCommand is `weir checkpoints`, grouping `weir checkpoints list`.
+// checkpointsCommand is `weir checkpoints`, grouping `weir checkpoints list`
+// and `weir checkpoints inspect`.
 func (a *app) checkpointsCommand() *cobra.Command {
 	c := &cobra.Command{
 		Use:   "checkpoints",
@@ -37,7 +41,7 @@ func (a *app) checkpointsCommand() *cobra.Command {
 		Args:  cobra.ArbitraryArgs,
 		RunE:  a.groupRunE("command"),
 	}
-	c.AddCommand(a.checkpointsListCommand())
+	c.AddCommand(a.checkpointsListCommand(), a.checkpointsInspectCommand())
 	return c
 }
 
@@ -58,7 +62,9 @@ execution.checkpointing.dir: <dir>/<job>/chk-<n>/_metadata), sorted by job
 and id, with their status: complete, incomplete (no _metadata: the checkpoint
 never finished) or corrupt (the _metadata does not verify or decode). For
 complete checkpoints it shows when they completed (UTC), the checkpointed
-state size and how long they took from trigger to completion.
+size (the bytes the checkpoint uploaded), the full size (every byte it
+references, shared files of earlier checkpoints included) and how long they
+took from trigger to completion.
 
 Nothing is created or changed. With --json standard output holds exactly one
 JSON object: {"checkpoints":[...]}.`,
@@ -101,11 +107,15 @@ type checkpointInfo struct {
 	Status string `json:"status"`
 	// Error is the reason a corrupt checkpoint is corrupt.
 	Error string `json:"error,omitempty"`
-	// Bytes is set for complete checkpoints only; Completed and DurationMs
-	// too, unless the metadata lacks the completion (or trigger) time.
-	Completed  string `json:"completed,omitempty"`
-	Bytes      *int64 `json:"bytes,omitempty"`
-	DurationMs *int64 `json:"durationMs,omitempty"`
+	// Bytes, CheckpointedSize and FullSize are set for complete checkpoints
+	// only; Completed and DurationMs too, unless the metadata lacks the
+	// completion (or trigger) time. Bytes equals CheckpointedSize; it is
+	// kept for compatibility.
+	Completed        string `json:"completed,omitempty"`
+	Bytes            *int64 `json:"bytes,omitempty"`
+	CheckpointedSize *int64 `json:"checkpointedSize,omitempty"`
+	FullSize         *int64 `json:"fullSize,omitempty"`
+	DurationMs       *int64 `json:"durationMs,omitempty"`
 	// Path is "<job>/chk-<n>", relative to the checkpoint directory.
 	Path string `json:"path"`
 }
@@ -163,16 +173,16 @@ func (a *app) listCheckpoints(ctx context.Context, dir, job, jobDir string, asJS
 		return err
 	}
 	tw := tabwriter.NewWriter(a.stdout, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "JOB\tID\tSTATUS\tCOMPLETED\tSIZE\tDURATION")
+	fmt.Fprintln(tw, "JOB\tID\tSTATUS\tCOMPLETED\tCHECKPOINTED\tFULL\tDURATION")
 	for _, r := range rows {
-		status, completed, size, duration := r.Status, "-", "-", "-"
+		status, completed, size, full, duration := r.Status, "-", "-", "-", "-"
 		switch r.Status {
 		case checkpointIncomplete:
 			status = "incomplete (no _metadata)"
 		case checkpointCorrupt:
 			status = "corrupt: " + r.Error
 		case checkpointComplete:
-			size = runner.FormatBytes(*r.Bytes)
+			size, full = runner.FormatBytes(*r.CheckpointedSize), runner.FormatBytes(*r.FullSize)
 			if r.Completed != "" {
 				completed = r.Completed
 			}
@@ -180,7 +190,7 @@ func (a *app) listCheckpoints(ctx context.Context, dir, job, jobDir string, asJS
 				duration = (time.Duration(*r.DurationMs) * time.Millisecond).String()
 			}
 		}
-		fmt.Fprintf(tw, "%s\t%d\t%s\t%s\t%s\t%s\n", r.Job, r.ID, status, completed, size, duration)
+		fmt.Fprintf(tw, "%s\t%d\t%s\t%s\t%s\t%s\t%s\n", r.Job, r.ID, status, completed, size, full, duration)
 	}
 	if err := tw.Flush(); err != nil {
 		return failure(fmt.Errorf("write result: %w", err))
@@ -188,17 +198,22 @@ func (a *app) listCheckpoints(ctx context.Context, dir, job, jobDir string, asJS
 	return nil
 }
 
+// localPath is the local path that loc (a path or URL, as for
+// storage.Open) names, or "" if it is not local.
+func localPath(loc string) string {
+	if !strings.Contains(loc, "://") {
+		return loc
+	}
+	if u, err := url.Parse(loc); err == nil && u.Scheme == "file" {
+		return filepath.FromSlash(u.Path)
+	}
+	return ""
+}
+
 // openCheckpointDir opens the checkpoint storage at dir for reading. A
 // local directory that does not exist is a usage error, and is not created.
 func openCheckpointDir(ctx context.Context, dir string) (*storage.Storage, error) {
-	local := dir
-	if strings.Contains(dir, "://") {
-		local = ""
-		if u, err := url.Parse(dir); err == nil && u.Scheme == "file" {
-			local = u.Path
-		}
-	}
-	if local != "" {
+	if local := localPath(dir); local != "" {
 		fi, err := os.Stat(local)
 		switch {
 		case errors.Is(err, os.ErrNotExist):
@@ -248,7 +263,8 @@ func inspectCheckpoint(ctx context.Context, s *storage.Storage, jobDir string, e
 		r.Status, r.Error = checkpointCorrupt, fmt.Sprintf("metadata is of checkpoint %d", m.ID)
 		return r, nil
 	}
-	r.Status, r.Bytes = checkpointComplete, &m.Bytes
+	full := fullSize(m)
+	r.Status, r.Bytes, r.CheckpointedSize, r.FullSize = checkpointComplete, &m.Bytes, &m.Bytes, &full
 	// A time of 0 is unknown: the runner writes _metadata before the
 	// checkpoint completes, so CompletionTime may be missing.
 	if m.CompletionTime != 0 {
@@ -259,6 +275,16 @@ func inspectCheckpoint(ctx context.Context, s *storage.Storage, jobDir string, e
 		}
 	}
 	return r, nil
+}
+
+// fullSize is the full size of checkpoint m: the recorded FullBytes, or,
+// for checkpoints written before it was recorded (0), the size computed from
+// the files and inline state the metadata references.
+func fullSize(m *metadata.Checkpoint) int64 {
+	if m.FullBytes != 0 {
+		return m.FullBytes
+	}
+	return m.FullSize()
 }
 
 // shortReason is err's message without the path and sentinel prefixes that
@@ -275,4 +301,349 @@ func shortReason(err error) string {
 		msg = "invalid metadata: " + rest
 	}
 	return strings.Join(strings.Fields(msg), " ")
+}
+
+func (a *app) checkpointsInspectCommand() *cobra.Command {
+	var asJSON bool
+	c := &cobra.Command{
+		Use:   "inspect <path> [flags]",
+		Short: "Show the sizes and files of one checkpoint, or of every checkpoint of a job",
+		Long: `Show, for one checkpoint or for every complete checkpoint of a job, its
+checkpointed size (the bytes the checkpoint uploaded), its full size (every
+byte it references: its own files, shared files uploaded by earlier
+checkpoints, and inline state) and every file it references: its path
+relative to the job directory, its size, and whether it is shared (under
+shared/, possibly referenced by several checkpoints) or private to the
+checkpoint.
+
+<path> is either one checkpoint, <dir>/<job>/chk-<n>, or a job's checkpoint
+directory, <dir>/<job>, whose complete checkpoints are shown in id order
+(incomplete ones, without _metadata, are skipped; corrupt ones are reported
+with the reason). <dir> is a path, file://, or a gocloud blob URL such as
+s3://bucket/prefix, as for "weir checkpoints list --dir".
+
+Nothing is created or changed. With --json standard output holds exactly one
+JSON object: {"checkpoints":[...]}.`,
+		Example: `  weir checkpoints inspect weir-data/checkpoints/wordcount
+  weir checkpoints inspect weir-data/checkpoints/wordcount/chk-7 --json`,
+		Args: cobra.ArbitraryArgs,
+		RunE: func(c *cobra.Command, args []string) error {
+			problems := a.flagProblemsOf(c.Flags())
+			if _, err := newLogger(a.stderr, a.logFormat, a.logLevel, slog.LevelWarn); err != nil {
+				problems = append(problems, err)
+			}
+			switch {
+			case len(args) == 0:
+				problems = append(problems, fmt.Errorf("missing argument: '%s' takes the path of a checkpoint or of a job's checkpoint directory", c.CommandPath()))
+			case len(args) > 1:
+				problems = append(problems, fmt.Errorf("unexpected argument %q: '%s' takes one path", args[1], c.CommandPath()))
+			case args[0] == "":
+				problems = append(problems, errors.New("the path must not be empty"))
+			}
+			if len(problems) > 0 {
+				return usageError(problems...)
+			}
+			return a.inspectCheckpoints(c.Context(), args[0], asJSON)
+		},
+	}
+	f := c.Flags()
+	f.BoolVar(&asJSON, "json", false, "print one JSON object instead of tables")
+	a.deferErrors(f)
+	return c
+}
+
+// inspectedFile is one file a checkpoint references, in the output of
+// `weir checkpoints inspect`.
+type inspectedFile struct {
+	// Path is relative to the job directory: "shared/<name>" or
+	// "chk-<n>/<name>".
+	Path   string `json:"path"`
+	Size   int64  `json:"size"`
+	Shared bool   `json:"shared"`
+}
+
+// inspectedCheckpoint is one checkpoint in the output of `weir checkpoints
+// inspect`: its sizes and files, or, if Error is set, why it could not be
+// read.
+type inspectedCheckpoint struct {
+	ID               int64
+	CheckpointedSize int64
+	FullSize         int64
+	Files            []inspectedFile
+	Error            string
+}
+
+// MarshalJSON gives a readable checkpoint {"id","path","checkpointedSize",
+// "fullSize","files"} and a corrupt one {"id","path","error"}.
+func (c inspectedCheckpoint) MarshalJSON() ([]byte, error) {
+	p := storage.CheckpointDir(c.ID)
+	if c.Error != "" {
+		return json.Marshal(struct {
+			ID    int64  `json:"id"`
+			Path  string `json:"path"`
+			Error string `json:"error"`
+		}{c.ID, p, c.Error})
+	}
+	files := c.Files
+	if files == nil {
+		files = []inspectedFile{}
+	}
+	return json.Marshal(struct {
+		ID               int64           `json:"id"`
+		Path             string          `json:"path"`
+		CheckpointedSize int64           `json:"checkpointedSize"`
+		FullSize         int64           `json:"fullSize"`
+		Files            []inspectedFile `json:"files"`
+	}{c.ID, p, c.CheckpointedSize, c.FullSize, files})
+}
+
+// checkpointDirRE matches the last element of a checkpoint's path.
+var checkpointDirRE = regexp.MustCompile(`^chk-[0-9]+$`)
+
+// inspectCheckpoints prints the checkpoint at loc, or every complete
+// checkpoint of the job directory at loc.
+func (a *app) inspectCheckpoints(ctx context.Context, loc string, asJSON bool) error {
+	base, parent, err := splitLastElement(loc)
+	if err != nil {
+		return usageError(err)
+	}
+	local := localPath(loc)
+	var cps []inspectedCheckpoint
+	if checkpointDirRE.MatchString(base) {
+		if local != "" {
+			if _, err := os.Stat(local); errors.Is(err, os.ErrNotExist) {
+				return usageError(fmt.Errorf("checkpoint %s does not exist", loc))
+			}
+		}
+		resolveLoc := loc
+		if !strings.Contains(loc, "://") {
+			// ResolvePath needs the job directory in the path: "chk-7"
+			// alone, in the job directory, becomes absolute.
+			resolveLoc = filepath.Join(parent, base)
+		}
+		cp, err := resolveCheckpoint(ctx, loc, resolveLoc, local != "")
+		if err != nil {
+			return err
+		}
+		cps = append(cps, cp)
+	} else {
+		if cps, err = inspectJobDir(ctx, loc, parent, base); err != nil {
+			return err
+		}
+	}
+
+	if asJSON {
+		if cps == nil {
+			cps = []inspectedCheckpoint{}
+		}
+		if err := json.NewEncoder(a.stdout).Encode(struct {
+			Checkpoints []inspectedCheckpoint `json:"checkpoints"`
+		}{cps}); err != nil {
+			return failure(fmt.Errorf("write result: %w", err))
+		}
+		return nil
+	}
+	if len(cps) == 0 {
+		_, err := fmt.Fprintf(a.stdout, "no complete checkpoints in %s\n", loc)
+		return err
+	}
+	for i, cp := range cps {
+		if i > 0 {
+			fmt.Fprintln(a.stdout)
+		}
+		name := storage.CheckpointDir(cp.ID)
+		if cp.Error != "" {
+			fmt.Fprintf(a.stdout, "%s: corrupt: %s\n", name, cp.Error)
+			continue
+		}
+		noun := "files"
+		if len(cp.Files) == 1 {
+			noun = "file"
+		}
+		fmt.Fprintf(a.stdout, "%s: checkpointed %s, full %s, %d %s\n", name,
+			runner.FormatBytes(cp.CheckpointedSize), runner.FormatBytes(cp.FullSize), len(cp.Files), noun)
+		if len(cp.Files) == 0 {
+			continue
+		}
+		tw := tabwriter.NewWriter(a.stdout, 0, 0, 2, ' ', 0)
+		fmt.Fprintln(tw, "PATH\tSIZE\tSHARED")
+		for _, f := range cp.Files {
+			shared := "no"
+			if f.Shared {
+				shared = "yes"
+			}
+			fmt.Fprintf(tw, "%s\t%s\t%s\n", f.Path, runner.FormatBytes(f.Size), shared)
+		}
+		if err := tw.Flush(); err != nil {
+			return failure(fmt.Errorf("write result: %w", err))
+		}
+	}
+	return nil
+}
+
+// splitLastElement splits loc (a path or URL) into its last element and the
+// location of its parent. A relative local path is made absolute first, so
+// "." names the current directory.
+func splitLastElement(loc string) (base, parent string, err error) {
+	if strings.Contains(loc, "://") {
+		u, perr := url.Parse(loc)
+		if perr != nil {
+			return "", "", fmt.Errorf("path %q: %w", loc, perr)
+		}
+		p := strings.TrimRight(u.Path, "/")
+		if p == "" {
+			return "", "", fmt.Errorf("path %q: want <dir>/<job> or <dir>/<job>/chk-<n>", loc)
+		}
+		base = path.Base(p)
+		u.Path, u.RawPath = path.Dir(p), ""
+		return base, u.String(), nil
+	}
+	abs, err := filepath.Abs(loc)
+	if err != nil {
+		return "", "", fmt.Errorf("path %s: %w", loc, err)
+	}
+	base = filepath.Base(abs)
+	if base == string(filepath.Separator) || filepath.Dir(abs) == abs {
+		return "", "", fmt.Errorf("path %s: want <dir>/<job> or <dir>/<job>/chk-<n>", loc)
+	}
+	return base, filepath.Dir(abs), nil
+}
+
+// resolveCheckpoint reads the checkpoint at resolveLoc, <dir>/<job>/chk-<n>,
+// which the user gave as loc; exists tells that it is a local directory
+// known to exist. A checkpoint that is missing, incomplete or corrupt is a
+// usage error naming loc.
+func resolveCheckpoint(ctx context.Context, loc, resolveLoc string, exists bool) (inspectedCheckpoint, error) {
+	s, c, err := storage.ResolvePath(ctx, resolveLoc)
+	switch {
+	case errors.Is(err, storage.ErrNotFound) && exists:
+		return inspectedCheckpoint{}, usageError(fmt.Errorf("checkpoint %s is incomplete: it has no %s", loc, storage.MetadataName))
+	case errors.Is(err, storage.ErrNotFound):
+		return inspectedCheckpoint{}, usageError(fmt.Errorf("checkpoint %s does not exist or is incomplete (no %s): %w", loc, storage.MetadataName, err))
+	case errors.Is(err, storage.ErrCorrupt), errors.Is(err, storage.ErrUnsupportedVersion):
+		return inspectedCheckpoint{}, usageError(fmt.Errorf("checkpoint %s is corrupt: %s", loc, shortReason(err)))
+	case errors.Is(err, storage.ErrInvalidName):
+		return inspectedCheckpoint{}, usageError(err)
+	case err != nil:
+		return inspectedCheckpoint{}, failure(err)
+	}
+	_ = s.Close()
+	cp := decodeInspected(c.ID, c.Payload)
+	if cp.Error != "" {
+		return inspectedCheckpoint{}, usageError(fmt.Errorf("checkpoint %s is corrupt: %s", loc, cp.Error))
+	}
+	return cp, nil
+}
+
+// inspectJobDir reads every complete checkpoint of the job directory loc,
+// which is jobDir under the storage root parent. Incomplete checkpoints are
+// skipped; corrupt ones are entries with Error set.
+func inspectJobDir(ctx context.Context, loc, parent, jobDir string) ([]inspectedCheckpoint, error) {
+	if local := localPath(loc); local != "" {
+		fi, err := os.Stat(local)
+		switch {
+		case errors.Is(err, os.ErrNotExist):
+			return nil, usageError(fmt.Errorf("checkpoint directory %s does not exist", loc))
+		case err != nil:
+			return nil, usageError(fmt.Errorf("checkpoint directory %s: %w", loc, err))
+		case !fi.IsDir():
+			return nil, usageError(fmt.Errorf("checkpoint directory %s is not a directory", loc))
+		}
+	}
+	if sj, err := storage.SanitizeJob(jobDir); err != nil || sj != jobDir {
+		return nil, usageError(fmt.Errorf("%s is not a job's checkpoint directory: weir never names one %q", loc, jobDir))
+	}
+	s, err := storage.OpenExisting(ctx, parent)
+	if err != nil {
+		return nil, usageError(fmt.Errorf("checkpoint directory %s: %w", loc, err))
+	}
+	defer s.Close()
+	entries, err := s.ListCheckpoints(ctx, jobDir)
+	if err != nil {
+		return nil, failure(fmt.Errorf("checkpoint directory %s: %w", loc, err))
+	}
+	if len(entries) == 0 {
+		if err := notAJobDir(ctx, loc); err != nil {
+			return nil, err
+		}
+	}
+	var cps []inspectedCheckpoint
+	for _, e := range entries {
+		if !e.Complete {
+			continue
+		}
+		payload, err := s.ReadMetadata(ctx, jobDir, e.ID)
+		switch {
+		case errors.Is(err, storage.ErrNotFound): // deleted since it was listed
+			continue
+		case errors.Is(err, storage.ErrCorrupt), errors.Is(err, storage.ErrUnsupportedVersion):
+			cps = append(cps, inspectedCheckpoint{ID: e.ID, Error: shortReason(err)})
+			continue
+		case err != nil:
+			return nil, failure(fmt.Errorf("checkpoint directory %s: %w", loc, err))
+		}
+		cps = append(cps, decodeInspected(e.ID, payload))
+	}
+	return cps, nil
+}
+
+// notAJobDir returns a usage error if loc, which holds no checkpoints, is a
+// checkpoint directory holding jobs (the --dir of `weir checkpoints list`)
+// rather than one job's directory.
+func notAJobDir(ctx context.Context, loc string) error {
+	s, err := storage.OpenExisting(ctx, loc)
+	if err != nil {
+		return nil // nothing to suggest
+	}
+	defer s.Close()
+	jobs, err := s.ListJobs(ctx)
+	if err != nil || len(jobs) == 0 {
+		return nil
+	}
+	return usageError(fmt.Errorf("%s holds the checkpoints of jobs (%s), not of one job: give one job's directory, such as %s",
+		loc, strings.Join(jobs, ", "), strings.TrimRight(loc, "/")+"/"+jobs[0]))
+}
+
+// decodeInspected decodes the metadata payload of checkpoint id into its
+// sizes and files; if it does not decode, or is of another checkpoint, the
+// result has only Error set.
+func decodeInspected(id int64, payload []byte) inspectedCheckpoint {
+	cp := inspectedCheckpoint{ID: id}
+	m, err := metadata.Decode(payload)
+	if err != nil {
+		cp.Error = shortReason(err)
+		return cp
+	}
+	if m.ID != id {
+		cp.Error = fmt.Sprintf("metadata is of checkpoint %d", m.ID)
+		return cp
+	}
+	cp.CheckpointedSize, cp.FullSize = m.Bytes, fullSize(m)
+	seen := map[string]int{} // path → index in cp.Files
+	add := func(h storage.FileHandle, shared bool) {
+		shared = shared || strings.HasPrefix(h.Path, storage.SharedDir+"/")
+		if i, ok := seen[h.Path]; ok {
+			cp.Files[i].Shared = cp.Files[i].Shared || shared
+			return
+		}
+		seen[h.Path] = len(cp.Files)
+		cp.Files = append(cp.Files, inspectedFile{Path: h.Path, Size: h.Size, Shared: shared})
+	}
+	for _, op := range m.Operators {
+		for _, st := range op.Subtasks {
+			if st.Keyed != nil {
+				add(*st.Keyed, false)
+			}
+			if st.Timers != nil {
+				add(*st.Timers, false)
+			}
+			if st.Native != nil {
+				for _, f := range st.Native.Files {
+					add(f.Handle, f.Shared)
+				}
+			}
+		}
+	}
+	slices.SortFunc(cp.Files, func(x, y inspectedFile) int { return cmp.Compare(x.Path, y.Path) })
+	return cp
 }

@@ -67,6 +67,19 @@ if [[ -d $work/state ]] && [[ -n $(ls -A "$work/state") ]]; then
 	exit 1
 fi
 
+# Incremental checkpoints: every file under shared/ is referenced by a
+# retained checkpoint, and every referenced file exists.
+if [[ -d $work/chk/counter/shared ]]; then
+	referenced=$("$weir" checkpoints inspect "$work/chk/counter" --json | grep -o '"path":"shared/[^"]*"' | sed 's/"path":"//; s/"$//' | sort -u)
+	present=$(cd "$work/chk/counter" && find shared -type f ! -name '*.tmp' | sort)
+	if [[ "$referenced" != "$present" ]]; then
+		echo "FAIL: shared files and references differ:"
+		diff <(echo "$referenced") <(echo "$present") || true
+		exit 1
+	fi
+	echo "shared/: $(echo "$present" | grep -c .) files, all referenced"
+fi
+
 # Committed files only: in-progress and pending files are hidden (.part-*).
 find "$work/out" -maxdepth 1 -type f -name 'part-*' -exec cat {} + |
 	awk -F, -v n="$records" -v k="$keys" '

@@ -734,11 +734,27 @@ func (d *driver) deleteCheckpoint(id int64, wait chan struct{}, free []string) {
 			return // keep its shared files: the checkpoint may still be complete
 		}
 		for _, path := range free {
-			if err := r.cfg.Storage.DeleteFile(ctx, r.cfg.JobDir, path); err != nil {
-				r.log.Warn("could not delete a shared file", "file", path, "err", err)
-			}
+			r.deleteShared(ctx, path)
 		}
 	}()
+}
+
+// deleteShared deletes a shared file no checkpoint references, retrying a
+// failed delete a few times; a file it cannot delete is only logged (a
+// later run's sweep removes it): cleanup never fails the job.
+func (r *runner) deleteShared(ctx context.Context, path string) {
+	var err error
+	for attempt, wait := 0, 50*time.Millisecond; attempt < 4; attempt, wait = attempt+1, 4*wait {
+		if err = r.cfg.Storage.DeleteFile(ctx, r.cfg.JobDir, path); err == nil {
+			return
+		}
+		select {
+		case <-time.After(wait):
+		case <-ctx.Done():
+			attempt = 4
+		}
+	}
+	r.log.Warn("could not delete a shared file; the next run deletes it", "file", path, "err", err)
 }
 
 // unreferencedNew returns the shared files that states uploaded and no

@@ -6,6 +6,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/weirstream/weir/internal/checkpoint/coordinator"
+	"github.com/weirstream/weir/internal/checkpoint/metadata"
 	"github.com/weirstream/weir/internal/checkpoint/storage"
 	"github.com/weirstream/weir/internal/restart"
 	"github.com/weirstream/weir/internal/runner"
@@ -214,5 +216,30 @@ func statusFunc(f func(JobStatus)) func(runner.Status) {
 			js.LastCheckpointTime = time.UnixMilli(s.Last.CompletionTime)
 		}
 		f(js)
+	}
+}
+
+// CompletedCheckpoint describes a completed checkpoint
+// (Options.OnCheckpointComplete).
+type CompletedCheckpoint struct {
+	ID int64
+	// Duration runs from the trigger to the durable _metadata.
+	Duration time.Duration
+	// CheckpointedBytes were uploaded for this checkpoint; FullBytes is
+	// everything it references (they differ for incremental checkpoints).
+	CheckpointedBytes, FullBytes int64
+	// MaxSync and MaxAsync are the longest synchronous and asynchronous
+	// phases among the subtasks; MaxStartDelay and MaxAlignment likewise.
+	MaxSync, MaxAsync, MaxStartDelay, MaxAlignment time.Duration
+}
+
+func completedFunc(f func(CompletedCheckpoint)) func(coordinator.Completed, *metadata.Checkpoint) {
+	if f == nil {
+		return nil
+	}
+	return func(a coordinator.Completed, cp *metadata.Checkpoint) {
+		f(CompletedCheckpoint{ID: a.ID, Duration: a.Duration, CheckpointedBytes: cp.Bytes, FullBytes: cp.FullBytes,
+			MaxSync: a.Stats.MaxSync.D, MaxAsync: a.Stats.MaxAsync.D, MaxStartDelay: a.Stats.MaxStartDelay.D,
+			MaxAlignment: a.Stats.MaxAlignment.D})
 	}
 }

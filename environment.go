@@ -200,7 +200,7 @@ func (e *Environment) execute(ctx context.Context, name string) (runner.Result, 
 			Timeout: co.Timeout, TolerableFailures: co.TolerableFailures, NumRetained: co.NumRetained},
 		Clock: e.opts.clock, Logger: e.opts.Logger.With("job", name), Hooks: e.opts.hooks.runner,
 		Status: statusFunc(e.opts.OnStatus), StatusInterval: e.opts.StatusInterval,
-		Manual: e.manual,
+		Manual: e.manual, OnCompleted: completedFunc(e.opts.OnCheckpointComplete),
 	}
 	if enabled || co.RestorePath != "" {
 		jobDir, err := storage.SanitizeJob(name)

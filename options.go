@@ -67,6 +67,9 @@ type Options struct {
 	// which costs a little per record.
 	OnStatus       func(JobStatus)
 	StatusInterval time.Duration
+	// OnCheckpointComplete, if set, is called for every completed
+	// checkpoint, from the job's coordinator goroutine: return quickly.
+	OnCheckpointComplete func(CompletedCheckpoint)
 
 	// clock drives processing time in tests; default the system clock.
 	clock clock.Clock

@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -298,4 +299,31 @@ func TestResumeFromIncrementalCheckpoint(t *testing.T) {
 			t.Fatalf("err = %v, want a refusal naming the pebble backend", err)
 		}
 	})
+}
+
+// Options.OnCheckpointComplete sees every completed checkpoint with its
+// sizes and phases.
+func TestOnCheckpointComplete(t *testing.T) {
+	dir := t.TempDir()
+	var seen []weir.CompletedCheckpoint
+	var mu sync.Mutex
+	_, err := restoreRun(t, dir, 2, weir.BackendPebble, "", 0, func(o *weir.Options) {
+		o.Checkpoint.Incremental = true
+		o.OnCheckpointComplete = func(c weir.CompletedCheckpoint) {
+			mu.Lock()
+			seen = append(seen, c)
+			mu.Unlock()
+		}
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(seen) < 2 {
+		t.Fatalf("saw %d checkpoints", len(seen))
+	}
+	for i, c := range seen {
+		if c.ID != int64(i+1) || c.Duration <= 0 || c.FullBytes < c.CheckpointedBytes || c.FullBytes == 0 || c.MaxSync <= 0 {
+			t.Fatalf("checkpoint %d: %+v", i+1, c)
+		}
+	}
 }

@@ -80,6 +80,9 @@ type Config struct {
 	Logger *slog.Logger
 	// Hooks inject failures, for tests.
 	Hooks Hooks
+	// OnCompleted, if set, is called on the runner's goroutine for every
+	// completed checkpoint, after its completion line is logged.
+	OnCompleted func(a coordinator.Completed, cp *metadata.Checkpoint)
 	// Manual carries requests for checkpoints outside the periodic
 	// schedule (Flink's manual trigger); nil: none.
 	Manual <-chan ManualRequest
@@ -607,6 +610,9 @@ func (d *driver) apply() {
 				d.finalDone = true
 			}
 			r.log.Info(d.completionLine(a, cp))
+			if f := r.cfg.OnCompleted; f != nil {
+				f(a, cp)
+			}
 			if h := r.cfg.Hooks.Completed; h != nil {
 				h(a.ID, cp)
 			}

@@ -221,6 +221,11 @@ func newKeyedRuntime(op *task.OpContext, opts Options) *keyedRuntime {
 func (rt *keyedRuntime) open() error {
 	so := state.Options{KeyGroupStart: rt.op.KeyGroupStart, KeyGroupEnd: rt.op.KeyGroupEnd,
 		MaxParallelism: rt.op.MaxParallelism, Clock: rt.op.Now, Dir: rt.op.StateDir}
+	if rt.opts.StateBackend == BackendPebble {
+		if err := rt.op.ClaimStateDir(); err != nil {
+			return err
+		}
+	}
 	if r := rt.op.Restored; r != nil && len(r.Native) > 0 {
 		pb, err := rt.openNative(so, r)
 		if err != nil {

@@ -134,6 +134,14 @@ func (o *Options) ensureDefaults() {
 // Job is a deployed job graph: every subtask built and wired, not yet
 // running.
 type Job struct {
+	// The run's local state directory is claimed (created and locked) by
+	// the first operator that needs it, and released by Run at the end.
+	stateMu      sync.Mutex
+	stateLock    stateDirLock
+	stateCreated []string
+	stateErr     error
+	stateClaimed bool
+
 	acks         chan Ack
 	sourcesEnded chan struct{}
 	sourcesLeft  atomic.Int64
@@ -271,6 +279,7 @@ func (j *Job) buildTask(v *graph.Vertex, index int, gates map[*graph.Vertex][]*n
 			CountRecords:          j.opts.CountRecords,
 			Incremental:           j.opts.Incremental,
 			task:                  t,
+			claimDir:              j.claimStateDir,
 		}
 		if r := j.restored[node.UID]; r != nil {
 			ctx.Restored = r.forSubtask(index, node.Parallelism, kgStart, kgEnd, j.openRestored)
@@ -353,16 +362,7 @@ func (j *Job) networkOutput(impl OutputImpl, e *graph.Edge, index int, tr *Track
 // when Run does.
 func (j *Job) Run() error {
 	defer j.stop(nil)
-	lock, created, err := claimStateDir(j.stateDir)
-	if err != nil {
-		return fmt.Errorf("local state directory %s: %w", j.stateDir, err)
-	}
-	removeStaleStateDirs(j.opts.StateDir, j.stateDir, j.opts.Logger)
-	defer func() {
-		if err := releaseStateDir(lock, j.stateDir, created); err != nil {
-			j.opts.Logger.Warn("could not delete the job's state directory", "dir", j.stateDir, "err", err)
-		}
-	}()
+	defer j.releaseStateDir()
 	var (
 		wg       sync.WaitGroup
 		mu       sync.Mutex
@@ -472,3 +472,33 @@ func (j *Job) RecordCounts() (in, out int64) {
 
 // Cancel stops every task with cause; Run then returns it.
 func (j *Job) Cancel(cause error) { j.stop(cause) }
+
+// claimStateDir creates and locks the run's local state directory on first
+// use, deleting the directories of dead runs; jobs that keep no local state
+// never create anything.
+func (j *Job) claimStateDir() error {
+	j.stateMu.Lock()
+	defer j.stateMu.Unlock()
+	if !j.stateClaimed {
+		j.stateClaimed = true
+		j.stateLock, j.stateCreated, j.stateErr = claimStateDir(j.stateDir)
+		if j.stateErr == nil {
+			removeStaleStateDirs(j.opts.StateDir, j.stateDir, j.opts.Logger)
+		} else {
+			j.stateErr = fmt.Errorf("local state directory %s: %w", j.stateDir, j.stateErr)
+		}
+	}
+	return j.stateErr
+}
+
+func (j *Job) releaseStateDir() {
+	j.stateMu.Lock()
+	defer j.stateMu.Unlock()
+	if j.stateLock == nil {
+		return
+	}
+	if err := releaseStateDir(j.stateLock, j.stateDir, j.stateCreated); err != nil {
+		j.opts.Logger.Warn("could not delete the job's state directory", "dir", j.stateDir, "err", err)
+	}
+	j.stateLock = nil
+}

@@ -172,7 +172,7 @@ type OpContext struct {
 	// AutoWatermarkInterval is how often watermark assigners emit.
 	AutoWatermarkInterval time.Duration
 	// StateDir is a local working directory for this operator subtask's
-	// state; it is not created.
+	// state; it is not created. Call ClaimStateDir before using it.
 	StateDir string
 	// Checkpointing is set when the job takes checkpoints that end with a
 	// final one: two-phase-commit sinks then commit on checkpoint
@@ -191,7 +191,19 @@ type OpContext struct {
 	// checkpoint has no state for the operator.
 	Restored *RestoredState
 
-	task *task
+	task     *task
+	claimDir func() error
+}
+
+// ClaimStateDir makes sure the run's local state directory, under which
+// StateDir lies, exists and is locked for this run (so that a later run
+// does not take it for the leftover of a dead one); it is deleted when the
+// job ends.
+func (c *OpContext) ClaimStateDir() error {
+	if c.claimDir == nil {
+		return nil
+	}
+	return c.claimDir()
 }
 
 // Now returns the task's processing time.

@@ -30,6 +30,8 @@ func (a *app) benchCommand() *cobra.Command {
 		RunE:  a.groupRunE("command"),
 	}
 	c.AddCommand(a.benchPipelineCommand())
+	c.AddCommand(a.benchCheckpointCommand())
+	c.AddCommand(a.benchNexmarkCommand())
 	return c
 }
 

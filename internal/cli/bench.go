@@ -59,46 +59,22 @@ else on standard output. Logs go to standard error at level warn unless
 		Example: `  weir bench pipeline --edge rebalance --records 10000000 --parallelism 2 --json`,
 		Args:    noArgs,
 		RunE: func(c *cobra.Command, _ []string) error {
-			problems := a.flagProblemsOf(c.Flags())
-			minLevel := slog.LevelWarn
-			if c.Flags().Changed("log-level") {
-				minLevel = slog.LevelDebug
-			}
-			logger, err := newLogger(a.stderr, a.logFormat, a.logLevel, minLevel)
-			if err != nil {
-				problems = append(problems, err)
-			}
+			logger, problems := a.benchSetup(c, parallelism)
 			if edge != bench.EdgeChained && edge != bench.EdgeRebalance {
 				problems = append(problems, fmt.Errorf("--edge %q: must be %s or %s", edge, bench.EdgeChained, bench.EdgeRebalance))
 			}
 			if records < 1 {
 				problems = append(problems, fmt.Errorf("--records %d: must be at least 1", records))
 			}
-			opt, _ := config.Lookup("parallelism.default")
-			if p := int64(parallelism); p < opt.Min || p > opt.Max {
-				problems = append(problems, fmt.Errorf("--parallelism %d: must be between %d and %d", p, opt.Min, opt.Max))
-			}
 			if len(problems) > 0 {
 				return usageError(problems...)
 			}
-
-			var r bench.PipelineResult
 			opts := weir.Options{Parallelism: parallelism, Logger: logger}
-			err = execute(c.Context(), logger, "bench-pipeline-"+edge, func(ctx context.Context) error {
-				var err error
-				r, err = bench.RunPipeline(ctx, opts, edge, records)
-				return err
-			})
-			if err != nil {
-				return err
-			}
-			if asJSON {
-				if err := json.NewEncoder(a.stdout).Encode(r); err != nil {
-					return failure(err)
-				}
-				return nil
-			}
-			return printPipelineResult(a, r)
+			return runBench(a, c, logger, "bench-pipeline-"+edge, asJSON,
+				func(ctx context.Context) (bench.PipelineResult, error) {
+					return bench.RunPipeline(ctx, opts, edge, records)
+				},
+				func(r bench.PipelineResult) error { return printPipelineResult(a, r) })
 		},
 	}
 	f := c.Flags()
@@ -123,4 +99,45 @@ func printPipelineResult(a *app, r bench.PipelineResult) error {
 		return failure(errors.New("write result: " + err.Error()))
 	}
 	return nil
+}
+
+// benchSetup is what every `weir bench` command checks first: the flags'
+// own problems, the logger (level warn unless --log-level is given) and
+// --parallelism. The command appends its own problems and reports them all.
+func (a *app) benchSetup(c *cobra.Command, parallelism int) (*slog.Logger, []error) {
+	problems := a.flagProblemsOf(c.Flags())
+	minLevel := slog.LevelWarn
+	if c.Flags().Changed("log-level") {
+		minLevel = slog.LevelDebug
+	}
+	logger, err := newLogger(a.stderr, a.logFormat, a.logLevel, minLevel)
+	if err != nil {
+		problems = append(problems, err)
+	}
+	opt, _ := config.Lookup("parallelism.default")
+	if p := int64(parallelism); p < opt.Min || p > opt.Max {
+		problems = append(problems, fmt.Errorf("--parallelism %d: must be between %d and %d", p, opt.Min, opt.Max))
+	}
+	return logger, problems
+}
+
+// runBench runs a benchmark (interruptible, see execute) and prints its
+// result: one JSON object with --json, else print's text.
+func runBench[R any](a *app, c *cobra.Command, logger *slog.Logger, name string, asJSON bool, run func(context.Context) (R, error), print func(R) error) error {
+	var r R
+	err := execute(c.Context(), logger, name, func(ctx context.Context) error {
+		var err error
+		r, err = run(ctx)
+		return err
+	})
+	if err != nil {
+		return err
+	}
+	if asJSON {
+		if err := json.NewEncoder(a.stdout).Encode(r); err != nil {
+			return failure(err)
+		}
+		return nil
+	}
+	return print(r)
 }

@@ -2,10 +2,8 @@ package cli
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
-	"log/slog"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -59,15 +57,7 @@ standard output. Logs go to standard error at level warn unless
 		Example: `  weir bench checkpoint --modes full-pebble,incremental --state-bytes 64mb --duration 10s --json`,
 		Args:    noArgs,
 		RunE: func(c *cobra.Command, _ []string) error {
-			problems := a.flagProblemsOf(c.Flags())
-			minLevel := slog.LevelWarn
-			if c.Flags().Changed("log-level") {
-				minLevel = slog.LevelDebug
-			}
-			logger, err := newLogger(a.stderr, a.logFormat, a.logLevel, minLevel)
-			if err != nil {
-				problems = append(problems, err)
-			}
+			logger, problems := a.benchSetup(c, parallelism)
 			valid := strings.Join(bench.CheckpointModes, ", ")
 			if len(modes) == 0 {
 				problems = append(problems, fmt.Errorf("--modes: give at least one of %s", valid))
@@ -93,32 +83,15 @@ standard output. Logs go to standard error at level warn unless
 			if duration <= 0 {
 				problems = append(problems, fmt.Errorf("--duration %v: must be positive", duration))
 			}
-			opt, _ := config.Lookup("parallelism.default")
-			if p := int64(parallelism); p < opt.Min || p > opt.Max {
-				problems = append(problems, fmt.Errorf("--parallelism %d: must be between %d and %d", p, opt.Min, opt.Max))
-			}
 			if len(problems) > 0 {
 				return usageError(problems...)
 			}
 
 			cfg := bench.CheckpointConfig{Modes: modes, StateBytes: size, UpdateRate: updateRate, Interval: interval,
 				Duration: duration, Parallelism: parallelism, Logger: logger}
-			var r bench.CheckpointResult
-			err = execute(c.Context(), logger, "bench-checkpoint", func(ctx context.Context) error {
-				var err error
-				r, err = bench.RunCheckpoint(ctx, cfg)
-				return err
-			})
-			if err != nil {
-				return err
-			}
-			if asJSON {
-				if err := json.NewEncoder(a.stdout).Encode(r); err != nil {
-					return failure(err)
-				}
-				return nil
-			}
-			return printCheckpointResult(a, r)
+			return runBench(a, c, logger, "bench-checkpoint", asJSON,
+				func(ctx context.Context) (bench.CheckpointResult, error) { return bench.RunCheckpoint(ctx, cfg) },
+				func(r bench.CheckpointResult) error { return printCheckpointResult(a, r) })
 		},
 	}
 	f := c.Flags()

@@ -2,17 +2,14 @@ package cli
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
-	"log/slog"
 	"strings"
 	"text/tabwriter"
 
 	"github.com/spf13/cobra"
 
 	"github.com/weirstream/weir"
-	"github.com/weirstream/weir/config"
 	"github.com/weirstream/weir/internal/bench"
 	"github.com/weirstream/weir/internal/nexmark"
 )
@@ -40,24 +37,12 @@ results report). With --json exactly one JSON object:
 		Example: `  weir bench nexmark --query q5 --events 10000000 --parallelism 2 --json`,
 		Args:    noArgs,
 		RunE: func(c *cobra.Command, _ []string) error {
-			problems := a.flagProblemsOf(c.Flags())
-			minLevel := slog.LevelWarn
-			if c.Flags().Changed("log-level") {
-				minLevel = slog.LevelDebug
-			}
-			logger, err := newLogger(a.stderr, a.logFormat, a.logLevel, minLevel)
-			if err != nil {
-				problems = append(problems, err)
-			}
+			logger, problems := a.benchSetup(c, parallelism)
 			if _, ok := nexmark.Queries[query]; !ok {
 				problems = append(problems, fmt.Errorf("--query %q: must be one of %s", query, strings.Join(nexmark.QueryNames(), ", ")))
 			}
 			if events < 1 {
 				problems = append(problems, fmt.Errorf("--events %d: must be at least 1", events))
-			}
-			opt, _ := config.Lookup("parallelism.default")
-			if p := int64(parallelism); p < opt.Min || p > opt.Max {
-				problems = append(problems, fmt.Errorf("--parallelism %d: must be between %d and %d", p, opt.Min, opt.Max))
 			}
 			if backend != weir.BackendHashMap && backend != weir.BackendPebble {
 				problems = append(problems, fmt.Errorf("--state-backend %q: must be %s or %s", backend, weir.BackendHashMap, weir.BackendPebble))
@@ -65,36 +50,12 @@ results report). With --json exactly one JSON object:
 			if len(problems) > 0 {
 				return usageError(problems...)
 			}
-			var r bench.NexmarkResult
 			opts := weir.Options{Parallelism: parallelism, StateBackend: backend, Logger: logger}
-			err = execute(c.Context(), logger, "nexmark-"+query, func(ctx context.Context) error {
-				var err error
-				r, err = bench.RunNexmark(ctx, opts, query, events)
-				return err
-			})
-			if err != nil {
-				return err
-			}
-			if asJSON {
-				if err := json.NewEncoder(a.stdout).Encode(r); err != nil {
-					return failure(err)
-				}
-				return nil
-			}
-			tw := tabwriter.NewWriter(a.stdout, 0, 0, 2, ' ', 0)
-			fmt.Fprintf(tw, "query\t%s\n", r.Query)
-			fmt.Fprintf(tw, "events\t%d\n", r.Events)
-			fmt.Fprintf(tw, "wall time\t%.3f s\n", r.WallSeconds)
-			fmt.Fprintf(tw, "CPU time\t%.3f s\n", r.CPUSeconds)
-			fmt.Fprintf(tw, "events/s\t%.0f\n", r.EventsPerSecond)
-			fmt.Fprintf(tw, "events/CPU-s\t%.0f\n", r.EventsPerCoreSecond)
-			if f, ok := bench.FlinkNexmarkPerCore[r.Query]; ok {
-				fmt.Fprintf(tw, "Flink V1 events/CPU-s\t%.0f (weir: %.1fx)\n", f, r.EventsPerCoreSecond/f)
-			}
-			if err := tw.Flush(); err != nil {
-				return failure(errors.New("write result: " + err.Error()))
-			}
-			return nil
+			return runBench(a, c, logger, "nexmark-"+query, asJSON,
+				func(ctx context.Context) (bench.NexmarkResult, error) {
+					return bench.RunNexmark(ctx, opts, query, events)
+				},
+				func(r bench.NexmarkResult) error { return printNexmarkResult(a, r) })
 		},
 	}
 	f := c.Flags()
@@ -105,4 +66,21 @@ results report). With --json exactly one JSON object:
 	f.BoolVar(&asJSON, "json", false, "print one JSON object instead of a table")
 	a.deferErrors(f)
 	return c
+}
+
+func printNexmarkResult(a *app, r bench.NexmarkResult) error {
+	tw := tabwriter.NewWriter(a.stdout, 0, 0, 2, ' ', 0)
+	fmt.Fprintf(tw, "query\t%s\n", r.Query)
+	fmt.Fprintf(tw, "events\t%d\n", r.Events)
+	fmt.Fprintf(tw, "wall time\t%.3f s\n", r.WallSeconds)
+	fmt.Fprintf(tw, "CPU time\t%.3f s\n", r.CPUSeconds)
+	fmt.Fprintf(tw, "events/s\t%.0f\n", r.EventsPerSecond)
+	fmt.Fprintf(tw, "events/CPU-s\t%.0f\n", r.EventsPerCoreSecond)
+	if f, ok := bench.FlinkNexmarkPerCore[r.Query]; ok {
+		fmt.Fprintf(tw, "Flink V1 events/CPU-s\t%.0f (weir: %.1fx)\n", f, r.EventsPerCoreSecond/f)
+	}
+	if err := tw.Flush(); err != nil {
+		return failure(errors.New("write result: " + err.Error()))
+	}
+	return nil
 }

@@ -1,0 +1,441 @@
+package changelog
+
+import (
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/weirstream/weir/internal/checkpoint/storage"
+	"github.com/weirstream/weir/internal/clock"
+)
+
+// Magic starts every segment file.
+const Magic = "WEIRCLG\x00"
+
+// Defaults of Config, as in Flink's state.changelog.dstl.dfs.* options.
+const (
+	DefaultPersistDelay               = 10 * time.Millisecond
+	DefaultPersistSizeThreshold       = 10 << 20
+	DefaultPreemptivePersistThreshold = 5 << 20
+	DefaultUploadTimeout              = time.Second
+	DefaultMaxAttempts                = 3
+	DefaultMaxInFlight                = 100 << 20
+)
+
+var (
+	// ErrClosed is returned by a Writer after Close.
+	ErrClosed = errors.New("changelog: writer closed")
+	// ErrNotContiguous: segments handed to Replay leave a gap, overlap, or
+	// do not cover the requested range; or Persist was asked for records the
+	// Writer has forgotten (Truncate) or not yet been given.
+	ErrNotContiguous = errors.New("changelog: segments not contiguous")
+	// ErrUploadTimeout is the error of an upload attempt that did not finish
+	// within Config.UploadTimeout.
+	ErrUploadTimeout = errors.New("changelog: upload timed out")
+)
+
+// Config tunes a Writer. Zero fields take the defaults; a negative
+// PersistDelay, PersistSizeThreshold, PreemptivePersistThreshold,
+// UploadTimeout or MaxInFlight disables that trigger or bound.
+type Config struct {
+	// PersistDelay: a batch is uploaded this long after its first record.
+	PersistDelay time.Duration
+	// PersistSizeThreshold: a batch is uploaded once it holds this many bytes.
+	PersistSizeThreshold int64
+	// PreemptivePersistThreshold: a batch is uploaded early once it holds
+	// this many bytes, so a checkpoint only flushes a small tail.
+	PreemptivePersistThreshold int64
+	// UploadTimeout bounds one upload attempt.
+	UploadTimeout time.Duration
+	// MaxAttempts is the number of attempts per segment, the first included.
+	MaxAttempts int
+	// MaxInFlight bounds the bytes of batches being uploaded; beyond it
+	// Append blocks.
+	MaxInFlight int64
+	// Clock drives the delay and timeout timers and the latency figures;
+	// nil means clock.Real().
+	Clock clock.Clock
+}
+
+func (c Config) withDefaults() Config {
+	if c.PersistDelay == 0 {
+		c.PersistDelay = DefaultPersistDelay
+	}
+	if c.PersistSizeThreshold == 0 {
+		c.PersistSizeThreshold = DefaultPersistSizeThreshold
+	}
+	if c.PreemptivePersistThreshold == 0 {
+		c.PreemptivePersistThreshold = DefaultPreemptivePersistThreshold
+	}
+	if c.UploadTimeout == 0 {
+		c.UploadTimeout = DefaultUploadTimeout
+	}
+	if c.MaxAttempts <= 0 {
+		c.MaxAttempts = DefaultMaxAttempts
+	}
+	if c.MaxInFlight == 0 {
+		c.MaxInFlight = DefaultMaxInFlight
+	}
+	if c.Clock == nil {
+		c.Clock = clock.Real()
+	}
+	return c
+}
+
+// cutSize is the batch size that triggers an upload, or -1 for none.
+func (c Config) cutSize() int64 {
+	s := int64(-1)
+	for _, t := range []int64{c.PersistSizeThreshold, c.PreemptivePersistThreshold} {
+		if t > 0 && (s < 0 || t < s) {
+			s = t
+		}
+	}
+	return s
+}
+
+// Segment is one uploaded segment file and the inclusive range [From, To]
+// of sequence numbers it holds. It is plain data for the checkpoint
+// metadata.
+type Segment struct {
+	File storage.FileHandle `json:"file"`
+	From int64              `json:"from"`
+	To   int64              `json:"to"`
+}
+
+// Stats are a Writer's upload figures.
+type Stats struct {
+	Records        int64         // records appended
+	Uploads        int64         // segments uploaded
+	FailedAttempts int64         // upload attempts that failed or timed out
+	FailedUploads  int64         // segments whose every attempt failed
+	BytesUploaded  int64         // bytes of uploaded segments
+	InFlightBytes  int64         // bytes of batches being uploaded now
+	LatencyTotal   time.Duration // sum over uploaded segments, cut to Finish
+	LatencyMax     time.Duration // largest of those
+}
+
+// Writer is one operator subtask's log. Sequence numbers start at 1 and grow
+// by one per record. Its methods are safe for concurrent use.
+type Writer struct {
+	store       *storage.Storage
+	job, prefix string
+	cfg         Config
+	cut         int64
+
+	ctx    context.Context // cancelled by Close
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+
+	mu       sync.Mutex
+	space    *sync.Cond // signalled when inFlight drops or the writer fails/closes
+	next     int64      // next sequence number
+	open     *batch
+	segs     []*segment // cut, in sequence order, not yet truncated
+	files    int64      // segment files cut so far
+	lastSize int        // size of the last batch cut, to size the next buffer
+	inFlight int64
+	err      error // sticky upload failure
+	closed   bool
+	stats    Stats
+}
+
+type batch struct {
+	from, to int64
+	buf      []byte
+	stop     chan struct{} // closed when cut: ends the delay timer
+}
+
+type segment struct {
+	from, to int64
+	name     string
+	size     int64
+	done     chan struct{} // closed when the upload succeeded or failed
+	handle   storage.FileHandle
+	err      error
+}
+
+// NewWriter returns the Writer of one subtask's log. Segments go to
+// <job>/shared/<prefix>-<n>.log; prefix must be unique per Writer
+// incarnation (see the package doc) and consist of [A-Za-z0-9._-].
+func NewWriter(store *storage.Storage, job, prefix string, cfg Config) (*Writer, error) {
+	if _, err := storage.SanitizeJob(job); err != nil {
+		return nil, fmt.Errorf("changelog: job %q: %w", job, err)
+	}
+	if name := segmentName(prefix, 1); prefix == "" || prefix[0] == '.' {
+		return nil, fmt.Errorf("changelog: prefix %q: %w", prefix, storage.ErrInvalidName)
+	} else if s, err := storage.SanitizeJob(name); err != nil || s != name {
+		return nil, fmt.Errorf("changelog: prefix %q: %w", prefix, storage.ErrInvalidName)
+	}
+	cfg = cfg.withDefaults()
+	ctx, cancel := context.WithCancel(context.Background())
+	w := &Writer{store: store, job: job, prefix: prefix, cfg: cfg, cut: cfg.cutSize(),
+		ctx: ctx, cancel: cancel, next: 1}
+	w.space = sync.NewCond(&w.mu)
+	return w, nil
+}
+
+func segmentName(prefix string, n int64) string {
+	return prefix + "-" + strconv.FormatInt(n, 10) + ".log"
+}
+
+// Append adds rec (copied) to the log and returns its sequence number.
+// While the bytes in flight exceed Config.MaxInFlight it blocks until an
+// upload completes. Once an upload has failed MaxAttempts times, Append
+// returns that error; after Close, ErrClosed.
+func (w *Writer) Append(rec []byte) (int64, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	for w.err == nil && !w.closed && w.cfg.MaxInFlight > 0 && w.inFlight > w.cfg.MaxInFlight {
+		w.space.Wait()
+	}
+	if err := w.usableLocked(); err != nil {
+		return 0, err
+	}
+	seq := w.next
+	w.next++
+	b := w.open
+	if b == nil {
+		b = &batch{from: seq, buf: make([]byte, 0, max(4096, w.lastSize+w.lastSize/8)), stop: make(chan struct{})}
+		b.buf = append(b.buf, Magic...)
+		w.open = b
+		if w.cfg.PersistDelay > 0 {
+			t := w.cfg.Clock.NewTimer(w.cfg.PersistDelay)
+			w.wg.Add(1)
+			go w.delay(b, t)
+		}
+	}
+	b.buf = binary.AppendUvarint(b.buf, uint64(seq))
+	b.buf = binary.AppendUvarint(b.buf, uint64(len(rec)))
+	b.buf = append(b.buf, rec...)
+	b.to = seq
+	w.stats.Records++
+	if w.cut > 0 && int64(len(b.buf)) >= w.cut {
+		w.cutLocked()
+	}
+	return seq, nil
+}
+
+func (w *Writer) usableLocked() error {
+	switch {
+	case w.closed:
+		return ErrClosed
+	case w.err != nil:
+		return w.err
+	}
+	return nil
+}
+
+// delay uploads b once PersistDelay has passed, unless it was cut before.
+func (w *Writer) delay(b *batch, t clock.Timer) {
+	defer w.wg.Done()
+	select {
+	case <-t.C():
+		w.mu.Lock()
+		if w.open == b {
+			w.cutLocked()
+		}
+		w.mu.Unlock()
+	case <-b.stop:
+		t.Stop()
+	}
+}
+
+// cutLocked closes the open batch and starts its upload.
+func (w *Writer) cutLocked() {
+	b := w.open
+	w.open = nil
+	w.lastSize = len(b.buf)
+	close(b.stop)
+	w.files++
+	s := &segment{from: b.from, to: b.to, name: segmentName(w.prefix, w.files),
+		size: int64(len(b.buf)), done: make(chan struct{})}
+	w.segs = append(w.segs, s)
+	w.inFlight += s.size
+	w.wg.Add(1)
+	go w.upload(s, b.buf)
+}
+
+func (w *Writer) upload(s *segment, data []byte) {
+	defer w.wg.Done()
+	start := w.cfg.Clock.Now()
+	var (
+		h   storage.FileHandle
+		err error
+	)
+	for range w.cfg.MaxAttempts {
+		if h, err = w.attempt(s.name, data); err == nil {
+			break
+		}
+		w.mu.Lock()
+		w.stats.FailedAttempts++
+		w.mu.Unlock()
+		if w.ctx.Err() != nil {
+			err = ErrClosed
+			break
+		}
+	}
+	lat := w.cfg.Clock.Now().Sub(start)
+
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.inFlight -= s.size
+	if err == nil {
+		s.handle = h
+		w.stats.Uploads++
+		w.stats.BytesUploaded += s.size
+		w.stats.LatencyTotal += lat
+		w.stats.LatencyMax = max(w.stats.LatencyMax, lat)
+	} else {
+		s.err = fmt.Errorf("changelog: upload of %s (records %d..%d) failed after %d attempts: %w",
+			s.name, s.from, s.to, w.cfg.MaxAttempts, err)
+		if errors.Is(err, ErrClosed) {
+			s.err = ErrClosed
+		}
+		if w.err == nil && !w.closed {
+			w.err = s.err
+		}
+		w.stats.FailedUploads++
+	}
+	close(s.done)
+	w.space.Broadcast()
+}
+
+// attempt uploads data once, giving up after UploadTimeout. A timed-out
+// write is cancelled and left to finish in the background.
+func (w *Writer) attempt(name string, data []byte) (storage.FileHandle, error) {
+	type result struct {
+		h   storage.FileHandle
+		err error
+	}
+	ctx, cancel := context.WithCancel(w.ctx)
+	defer cancel()
+	res := make(chan result, 1)
+	w.wg.Add(1)
+	go func() {
+		defer w.wg.Done()
+		h, err := w.write(ctx, name, data)
+		res <- result{h, err}
+	}()
+	if w.cfg.UploadTimeout < 0 {
+		r := <-res
+		return r.h, r.err
+	}
+	t := w.cfg.Clock.NewTimer(w.cfg.UploadTimeout)
+	defer t.Stop()
+	select {
+	case r := <-res:
+		return r.h, r.err
+	case <-t.C():
+		return storage.FileHandle{}, fmt.Errorf("%w after %v", ErrUploadTimeout, w.cfg.UploadTimeout)
+	}
+}
+
+func (w *Writer) write(ctx context.Context, name string, data []byte) (storage.FileHandle, error) {
+	fw, err := w.store.CreateSharedFile(ctx, w.job, name)
+	if err != nil {
+		return storage.FileHandle{}, err
+	}
+	if _, err := fw.Write(data); err != nil {
+		fw.Abort()
+		return storage.FileHandle{}, err
+	}
+	return fw.Finish()
+}
+
+// Persist makes the records from..upTo durable, uploading the part of them
+// still in the open batch now, and returns the segments covering [from, upTo]
+// in order. The first and last segment may hold records outside the range.
+// An empty range (from > upTo) yields no segments. It fails if the records
+// were not appended yet or were forgotten by Truncate, if an upload failed
+// (the Writer has then failed), or when ctx ends.
+func (w *Writer) Persist(ctx context.Context, from, upTo int64) ([]Segment, error) {
+	w.mu.Lock()
+	if err := w.usableLocked(); err != nil {
+		w.mu.Unlock()
+		return nil, err
+	}
+	if from > upTo {
+		w.mu.Unlock()
+		return nil, nil
+	}
+	if from < 1 || upTo >= w.next {
+		last := w.next - 1
+		w.mu.Unlock()
+		return nil, fmt.Errorf("changelog: persist %d..%d: %w: records 1..%d appended", from, upTo, ErrNotContiguous, last)
+	}
+	if w.open != nil && w.open.from <= upTo {
+		w.cutLocked()
+	}
+	var segs []*segment
+	for _, s := range w.segs {
+		if s.to >= from && s.from <= upTo {
+			segs = append(segs, s)
+		}
+	}
+	w.mu.Unlock()
+	if len(segs) == 0 || segs[0].from > from {
+		return nil, fmt.Errorf("changelog: persist %d..%d: %w: records truncated", from, upTo, ErrNotContiguous)
+	}
+	out := make([]Segment, 0, len(segs))
+	for _, s := range segs {
+		select {
+		case <-s.done:
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+		if s.err != nil {
+			return nil, s.err
+		}
+		out = append(out, Segment{File: s.handle, From: s.from, To: s.to})
+	}
+	return out, nil
+}
+
+// Truncate forgets, in memory, the segments that hold only records before
+// `before` (typically once no retained checkpoint needs them). It does not
+// delete files; that is the checkpoint layer's job.
+func (w *Writer) Truncate(before int64) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	i := 0
+	for i < len(w.segs) && w.segs[i].to < before {
+		i++
+	}
+	w.segs = append(w.segs[:0:0], w.segs[i:]...)
+}
+
+// Close stops the Writer: the open batch is discarded (Persist what must be
+// durable first), uploads in progress are cancelled, and Close waits for the
+// background goroutines. It returns the Writer's upload failure, if any.
+// Later calls return ErrClosed from Append and Persist.
+func (w *Writer) Close() error {
+	w.mu.Lock()
+	if w.closed {
+		w.mu.Unlock()
+		return nil
+	}
+	w.closed = true
+	if w.open != nil {
+		close(w.open.stop)
+		w.open = nil
+	}
+	err := w.err
+	w.space.Broadcast()
+	w.mu.Unlock()
+	w.cancel()
+	w.wg.Wait()
+	return err
+}
+
+// Stats returns the Writer's figures so far.
+func (w *Writer) Stats() Stats {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	s := w.stats
+	s.InFlightBytes = w.inFlight
+	return s
+}

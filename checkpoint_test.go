@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/weirstream/weir/codec"
+	"github.com/weirstream/weir/config"
 	"github.com/weirstream/weir/internal/graph"
 	"github.com/weirstream/weir/internal/network"
 	"github.com/weirstream/weir/internal/state"
@@ -167,4 +168,26 @@ func (checkpointedStub) ReadBatch(Collector[int64]) (ReadStatus, error) { return
 func (checkpointedStub) Close() error                                   { return nil }
 func (checkpointedStub) SnapshotSplits() ([][]byte, error) {
 	return [][]byte{[]byte("a"), []byte("b")}, nil
+}
+
+// The exponential-delay keys reach the restart strategy; a jitter factor
+// of 0 in the configuration means no jitter, not the default.
+func TestRestartKeysFromConfig(t *testing.T) {
+	c := config.New()
+	for k, v := range map[string]string{
+		"restart-strategy.type":                                 "exponential-delay",
+		"restart-strategy.exponential-delay.backoff-multiplier": "3",
+		"restart-strategy.exponential-delay.jitter-factor":      "0",
+	} {
+		if err := c.Set(k, v); err != nil {
+			t.Fatal(err)
+		}
+	}
+	rc := OptionsFromConfig(c).Restart.config(true)
+	if rc.Type != "exponential-delay" || rc.BackoffMultiplier != 3 || rc.JitterFactor != 0 {
+		t.Fatalf("restart config %+v", rc)
+	}
+	if got := OptionsFromConfig(config.New()).Restart.config(true).JitterFactor; got != 0.1 {
+		t.Fatalf("default jitter %v, want 0.1", got)
+	}
 }

@@ -144,7 +144,8 @@ type RestartOptions struct {
 	FailureRateDelay       time.Duration
 	// InitialBackoff (default 1s), MaxBackoff (default 1 min),
 	// BackoffMultiplier (default 1.5), ResetBackoffThreshold (default 1h),
-	// JitterFactor (default 0.1) (restart-strategy.exponential-delay.*).
+	// JitterFactor (default 0.1; negative for none)
+	// (restart-strategy.exponential-delay.*).
 	InitialBackoff        time.Duration
 	MaxBackoff            time.Duration
 	BackoffMultiplier     float64
@@ -177,7 +178,10 @@ func (r RestartOptions) config(checkpointing bool) restart.Config {
 		c.BackoffMultiplier = r.BackoffMultiplier
 	}
 	set(&c.ResetBackoffThreshold, r.ResetBackoffThreshold)
-	if r.JitterFactor != 0 {
+	switch {
+	case r.JitterFactor < 0:
+		c.JitterFactor = 0
+	case r.JitterFactor > 0:
 		c.JitterFactor = r.JitterFactor
 	}
 	return c

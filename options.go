@@ -178,6 +178,11 @@ func OptionsFromConfig(c *config.Config) Options {
 		InitialBackoff:         c.Duration("restart-strategy.exponential-delay.initial-backoff"),
 		MaxBackoff:             c.Duration("restart-strategy.exponential-delay.max-backoff"),
 		ResetBackoffThreshold:  c.Duration("restart-strategy.exponential-delay.reset-backoff-threshold"),
+		BackoffMultiplier:      c.Float("restart-strategy.exponential-delay.backoff-multiplier"),
+		JitterFactor:           c.Float("restart-strategy.exponential-delay.jitter-factor"),
+	}
+	if o.Restart.JitterFactor == 0 { // the key says no jitter; the Go field's zero means the default
+		o.Restart.JitterFactor = -1
 	}
 	if mp := c.Int("pipeline.max-parallelism"); mp > 0 {
 		o.MaxParallelism = int(mp)

@@ -71,6 +71,9 @@ func (c *Config) Duration(key string) time.Duration {
 	return time.Duration(c.get(key, KindDuration).i)
 }
 
+// Float returns the value of a KindFloat key.
+func (c *Config) Float(key string) float64 { return c.get(key, KindFloat).f }
+
 // MemorySize returns the value of a KindMemorySize key in bytes.
 func (c *Config) MemorySize(key string) int64 { return c.get(key, KindMemorySize).i }
 

@@ -731,3 +731,38 @@ func TestYAMLSyntaxErrorOnFirstLine(t *testing.T) {
 		t.Errorf("got %v", err)
 	}
 }
+
+// Float keys parse decimals, reject what is not a finite number in range,
+// and load from YAML numbers.
+func TestFloatKeys(t *testing.T) {
+	c := New()
+	if got := c.Float("restart-strategy.exponential-delay.backoff-multiplier"); got != 1.5 {
+		t.Fatalf("default %v, want 1.5", got)
+	}
+	if err := c.Set("restart-strategy.exponential-delay.backoff-multiplier", " 2.25 "); err != nil {
+		t.Fatal(err)
+	}
+	if got := c.Float("restart-strategy.exponential-delay.backoff-multiplier"); got != 2.25 {
+		t.Fatalf("got %v", got)
+	}
+	for _, bad := range []string{"abc", "NaN", "+Inf", "0.5"} {
+		err := c.Set("restart-strategy.exponential-delay.backoff-multiplier", bad)
+		if err == nil || !strings.Contains(err.Error(), "must be a number at least 1") {
+			t.Errorf("%q: err %v", bad, err)
+		}
+	}
+	if err := c.Set("restart-strategy.exponential-delay.jitter-factor", "1.5"); err == nil || !strings.Contains(err.Error(), "between 0 and 1") {
+		t.Errorf("jitter 1.5: err %v", err)
+	}
+	path := filepath.Join(t.TempDir(), "c.yaml")
+	if err := os.WriteFile(path, []byte("restart-strategy:\n  exponential-delay:\n    jitter-factor: 0.25\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	lc, err := LoadFile(path, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := lc.Float("restart-strategy.exponential-delay.jitter-factor"); got != 0.25 {
+		t.Fatalf("from YAML %v", got)
+	}
+}

@@ -25,6 +25,9 @@ const (
 	KindMemorySize
 	// KindEnum is one of Option.Enum, compared case-insensitively.
 	KindEnum
+	// KindFloat is a finite decimal number such as "1.5"; bounds are
+	// FloatMin and FloatMax.
+	KindFloat
 )
 
 // String returns the name of the kind as shown in documentation, e.g.
@@ -43,6 +46,8 @@ func (k Kind) String() string {
 		return "memory size"
 	case KindEnum:
 		return "enum"
+	case KindFloat:
+		return "float"
 	}
 	return fmt.Sprintf("Kind(%d)", int(k))
 }
@@ -66,6 +71,9 @@ type Option struct {
 	// and KindDuration (nanoseconds). Min is always enforced, so the zero
 	// value means "not negative"; Max 0 means unbounded.
 	Min, Max int64
+	// FloatMin and FloatMax are inclusive bounds for KindFloat; FloatMax 0
+	// means unbounded.
+	FloatMin, FloatMax float64
 
 	// custom, if set, replaces the Min/Max check for KindInt.
 	custom *intRule
@@ -102,7 +110,7 @@ func buildRegistry(table []Option) *registryT {
 		if _, dup := r.byKey[o.Key]; dup {
 			panic(fmt.Sprintf("config: option %q defined twice", o.Key))
 		}
-		if o.Kind < KindInt || o.Kind > KindEnum {
+		if o.Kind < KindInt || o.Kind > KindFloat {
 			panic(fmt.Sprintf("config: option %q has invalid kind %d", o.Key, int(o.Kind)))
 		}
 		if (o.Kind == KindEnum) != (len(o.Enum) > 0) {
@@ -150,6 +158,8 @@ func (o Option) Constraint() string {
 	switch o.Kind {
 	case KindEnum:
 		return strings.Join(o.Enum, ", ")
+	case KindFloat:
+		return floatRange(&o)
 	case KindInt, KindDuration, KindMemorySize:
 		if o.custom != nil {
 			return o.custom.doc

@@ -219,6 +219,21 @@ var optionTable = []Option{
 		Description: "exponential-delay: the longest wait; the backoff grows by a factor of 1.5 per restart up to it.",
 	},
 	{
+		Key:         "restart-strategy.exponential-delay.backoff-multiplier",
+		Kind:        KindFloat,
+		Default:     "1.5",
+		Description: "exponential-delay: the factor the backoff grows by after every restart.",
+		FloatMin:    1,
+	},
+	{
+		Key:         "restart-strategy.exponential-delay.jitter-factor",
+		Kind:        KindFloat,
+		Default:     "0.1",
+		Description: "exponential-delay: the backoff varies randomly by up to this share either way.",
+		FloatMin:    0,
+		FloatMax:    1,
+	},
+	{
 		Key:         "restart-strategy.exponential-delay.reset-backoff-threshold",
 		Kind:        KindDuration,
 		Default:     "1 h",

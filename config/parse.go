@@ -13,6 +13,7 @@ import (
 // in s.
 type value struct {
 	i int64
+	f float64
 	b bool
 	s string
 }
@@ -66,8 +67,23 @@ func parseValue(o *Option, text string) (value, string) {
 			return value{}, reason.Error()
 		}
 		return value{i: n}, checkRange(o, n)
+	case KindFloat:
+		f, err := strconv.ParseFloat(strings.TrimSpace(text), 64)
+		if err != nil || math.IsNaN(f) || math.IsInf(f, 0) || f < o.FloatMin || (o.FloatMax != 0 && f > o.FloatMax) {
+			return value{}, "must be a number " + floatRange(o)
+		}
+		return value{f: f}, ""
 	}
 	panic(fmt.Sprintf("config: option %q has invalid kind %d", o.Key, int(o.Kind)))
+}
+
+// floatRange describes a KindFloat option's bounds.
+func floatRange(o *Option) string {
+	f := func(x float64) string { return strconv.FormatFloat(x, 'g', -1, 64) }
+	if o.FloatMax != 0 {
+		return "between " + f(o.FloatMin) + " and " + f(o.FloatMax)
+	}
+	return "at least " + f(o.FloatMin)
 }
 
 // checkRange checks n against o's bounds and returns a reason or "".
@@ -115,6 +131,8 @@ func canonical(o *Option, v value) string {
 		return FormatDuration(time.Duration(v.i))
 	case KindMemorySize:
 		return FormatMemorySize(v.i)
+	case KindFloat:
+		return strconv.FormatFloat(v.f, 'g', -1, 64)
 	}
 	return v.s
 }

@@ -97,6 +97,9 @@ func (s *sourceOp[T]) Open() error {
 	r, err := s.src.CreateReader(SourceContext{Subtask: s.ctx.Subtask, Parallelism: s.ctx.Parallelism,
 		Operator: s.ctx.Name, Logger: s.ctx.Logger, RestoredSplits: restored, state: s.opState})
 	s.reader = r
+	if _, ok := r.(CheckpointedReader); err == nil && !ok && s.ctx.Checkpointing && s.ctx.Subtask == 0 {
+		s.ctx.Logger.Warn("this source's reader does not implement weir.CheckpointedReader: after a restore it reads its input from the start, so what it feeds is at least once, not exactly once")
+	}
 	return err
 }
 

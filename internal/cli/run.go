@@ -240,7 +240,7 @@ func statusLine(w io.Writer, job string, start time.Time) func(weir.JobStatus) {
 		line := fmt.Sprintf("[%s %s] in %s (%s/s), out %s (%s/s)", job, now.Sub(start).Round(time.Second),
 			humanCount(float64(s.RecordsIn)), rate(s.RecordsIn, lastIn), humanCount(float64(s.RecordsOut)), rate(s.RecordsOut, lastOut))
 		if s.Restarts > 0 {
-			line += fmt.Sprintf(", %d restarts", s.Restarts)
+			line += fmt.Sprintf(", restarts %d", s.Restarts)
 		}
 		if s.LastCheckpoint > 0 {
 			line += fmt.Sprintf(", checkpoint %d %s ago (%s)", s.LastCheckpoint,

@@ -377,7 +377,7 @@ func TestStatusLine(t *testing.T) {
 	if len(lines) != 2 {
 		t.Fatalf("want 2 lines, got %q", buf.String())
 	}
-	for _, want := range []string{"[counter 10s]", "in 1.5M", "out 1.5M", "1 restarts", "checkpoint 7 2s ago (3.0 MiB)"} {
+	for _, want := range []string{"[counter 10s]", "in 1.5M", "out 1.5M", "restarts 1", "checkpoint 7 2s ago (3.0 MiB)"} {
 		if !strings.Contains(lines[0], want) {
 			t.Errorf("first line %q lacks %q", lines[0], want)
 		}

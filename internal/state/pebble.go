@@ -111,8 +111,8 @@ func NewPebbleBackend(opts Options) (*PebbleBackend, error) {
 	if err := validatePebbleOptions(&opts); err != nil {
 		return nil, err
 	}
-	// Restoring from local files is a later issue; until then whatever is
-	// in the directory is stale.
+	// A new backend starts empty: whatever is in the directory is stale
+	// (OpenPebbleFromNative opens downloaded files instead).
 	if err := os.RemoveAll(opts.Dir); err != nil {
 		return nil, fmt.Errorf("state: wipe pebble dir: %w", err)
 	}

@@ -31,10 +31,17 @@ type uploadTracker struct {
 	mu        sync.Mutex
 	confirmed map[string]storage.FileHandle           // local name -> upload
 	pending   map[int64]map[string]storage.FileHandle // checkpoint -> uploads
+	// Checkpoints up to lastComplete, and those in aborted, are decided:
+	// uploads reported for them later (an asynchronous phase that finished
+	// after its checkpoint was aborted) are never confirmed, since the
+	// runner deletes them.
+	lastComplete int64
+	aborted      map[int64]bool
 }
 
 func newUploadTracker() *uploadTracker {
-	return &uploadTracker{confirmed: map[string]storage.FileHandle{}, pending: map[int64]map[string]storage.FileHandle{}}
+	return &uploadTracker{confirmed: map[string]storage.FileHandle{}, pending: map[int64]map[string]storage.FileHandle{},
+		aborted: map[int64]bool{}}
 }
 
 // reusable returns the confirmed uploads of the files the snapshot has, and
@@ -59,29 +66,43 @@ func (u *uploadTracker) reusable(files []state.NativeFile) map[string]storage.Fi
 func (u *uploadTracker) uploaded(id int64, files map[string]storage.FileHandle) {
 	u.mu.Lock()
 	defer u.mu.Unlock()
+	if id <= u.lastComplete || u.aborted[id] {
+		return
+	}
 	u.pending[id] = files
 }
 
-// confirm makes the uploads of checkpoints up to id reusable.
+// confirm makes the uploads of checkpoint id reusable. Older pending
+// checkpoints did not complete (each completion is notified, in order):
+// their uploads are dropped.
 func (u *uploadTracker) confirm(id int64) {
 	u.mu.Lock()
 	defer u.mu.Unlock()
-	for cid, files := range u.pending {
-		if cid > id {
-			continue
-		}
-		for name, h := range files {
-			u.confirmed[name] = h
-		}
-		delete(u.pending, cid)
+	for name, h := range u.pending[id] {
+		u.confirmed[name] = h
 	}
+	for cid := range u.pending {
+		if cid <= id {
+			delete(u.pending, cid)
+		}
+	}
+	for cid := range u.aborted {
+		if cid <= id {
+			delete(u.aborted, cid)
+		}
+	}
+	u.lastComplete = max(u.lastComplete, id)
 }
 
-// abort forgets the uploads of checkpoint id: the runner deletes them.
+// abort forgets the uploads of checkpoint id, also those reported later:
+// the runner deletes them.
 func (u *uploadTracker) abort(id int64) {
 	u.mu.Lock()
 	defer u.mu.Unlock()
 	delete(u.pending, id)
+	if id > u.lastComplete {
+		u.aborted[id] = true
+	}
 }
 
 // nativeSnapshot is the keyed part of an incremental checkpoint.

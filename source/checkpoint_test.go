@@ -104,3 +104,27 @@ func TestSourcesResumeExactlyOnce(t *testing.T) {
 		})
 	}
 }
+
+// A restored split state that is malformed, or a range outside the
+// source's input, is an error, not a silent misread.
+func TestRangeSourcesRejectBadSplits(t *testing.T) {
+	be := func(next, end uint64) []byte {
+		b := make([]byte, 16)
+		for i := range 8 {
+			b[7-i] = byte(next >> (8 * i))
+			b[15-i] = byte(end >> (8 * i))
+		}
+		return b
+	}
+	for _, src := range []weir.Source[int64]{source.Sequence(0, 9), source.Generator(10, func(i int64) int64 { return i })} {
+		for _, bad := range [][]byte{{1, 2, 3}, be(0, 11), be(5, 4)} {
+			_, err := src.CreateReader(weir.SourceContext{Parallelism: 1, RestoredSplits: [][]byte{bad}})
+			if err == nil {
+				t.Errorf("%T accepted split state %v", src, bad)
+			}
+		}
+		if _, err := src.CreateReader(weir.SourceContext{Parallelism: 1, RestoredSplits: [][]byte{be(3, 10)}}); err != nil {
+			t.Errorf("%T refused a valid split: %v", src, err)
+		}
+	}
+}

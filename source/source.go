@@ -51,6 +51,9 @@ func rangeSplits(ctx weir.SourceContext, n int64) ([]rangeSplit, error) {
 		if err != nil {
 			return nil, err
 		}
+		if r.next < 0 || r.next > r.end || r.end > n {
+			return nil, fmt.Errorf("split [%d, %d) is not within [0, %d)", r.next, r.end, n)
+		}
 		out = append(out, r)
 	}
 	return out, nil

@@ -98,7 +98,10 @@ func readAll(t *testing.T, r weir.SourceReader[nexmark.Event], out *sliceCollect
 }
 
 func TestSourceSplitsAndRestore(t *testing.T) {
-	c := nexmark.Config{Events: 5000, Seed: 9}
+	// More events per subtask than one batch, so that the checkpoint
+	// after the first batch falls mid-split.
+	const events = 20_000
+	c := nexmark.Config{Events: events, Seed: 9}
 	src := nexmark.Source(c)
 	var all []nexmark.Event
 	var snaps [][]byte
@@ -133,8 +136,8 @@ func TestSourceSplitsAndRestore(t *testing.T) {
 			t.Fatalf("finished reader snapshots %d splits", len(s))
 		}
 	}
-	if len(all) != 5000 {
-		t.Fatalf("got %d events after restore, want 5000", len(all))
+	if len(all) != events {
+		t.Fatalf("got %d events after restore, want %d", len(all), events)
 	}
 	checkExactlyEvents(t, all, c)
 
@@ -143,8 +146,8 @@ func TestSourceSplitsAndRestore(t *testing.T) {
 	out := &sliceCollector{}
 	readAll(t, r, out, -1)
 	for j, e := range out.out {
-		if want := nexmark.Generate(c, 1666+int64(j)); !reflect.DeepEqual(e, want) {
-			t.Fatalf("subtask 1 event %d is not event %d", j, 1666+j)
+		if want := nexmark.Generate(c, events/3+int64(j)); !reflect.DeepEqual(e, want) {
+			t.Fatalf("subtask 1 event %d is not event %d", j, events/3+j)
 		}
 	}
 	// Restoring no splits emits nothing.

@@ -82,7 +82,22 @@ func (b *blobBucket) Delete(ctx context.Context, key string) error {
 	return translate(b.b.Delete(ctx, key))
 }
 
+// listAttempts bounds the restarts of a listing that lost an entry.
+const listAttempts = 10
+
+// List lists prefix. A local listing fails when an entry disappears while
+// the directory is walked (fileblob stats every entry), which a concurrent
+// deletion causes: the listing then starts over, a few times at most.
 func (b *blobBucket) List(ctx context.Context, prefix, delimiter string) ([]ObjectInfo, error) {
+	for attempt := 1; ; attempt++ {
+		out, err := b.list(ctx, prefix, delimiter)
+		if err == nil || !errors.Is(err, ErrNotFound) || attempt == listAttempts {
+			return out, err
+		}
+	}
+}
+
+func (b *blobBucket) list(ctx context.Context, prefix, delimiter string) ([]ObjectInfo, error) {
 	it := b.b.List(&blob.ListOptions{Prefix: prefix, Delimiter: delimiter})
 	var out []ObjectInfo
 	for {

@@ -2,7 +2,6 @@ package storage
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"strings"
 )
@@ -15,16 +14,7 @@ func (s *Storage) ListShared(ctx context.Context, job string) ([]ObjectInfo, err
 	if err != nil {
 		return nil, err
 	}
-	// A local listing fails when a file disappears while it is walked
-	// (fileblob stats every entry): a concurrent deletion, which a retry
-	// gets past.
-	var objs []ObjectInfo
-	for attempt := 0; ; attempt++ {
-		objs, err = s.b.List(ctx, jp+SharedDir+"/", "")
-		if err == nil || !errors.Is(err, ErrNotFound) || attempt == 9 {
-			break
-		}
-	}
+	objs, err := s.b.List(ctx, jp+SharedDir+"/", "")
 	if err != nil {
 		return nil, fmt.Errorf("list %s%s: %w", jp, SharedDir, err)
 	}

@@ -211,16 +211,7 @@ func TestCheckpointsListUsageErrors(t *testing.T) {
 		{"bad json flag", []string{"--dir", tmp, "--json=maybe"}, []string{`--json "maybe": must be true or false`}},
 		{"argument", []string{"extra"}, []string{`unexpected argument "extra"`}},
 	} {
-		t.Run(tc.name, func(t *testing.T) {
-			r := runCLI(t, append([]string{"checkpoints", "list"}, tc.args...)...)
-			r.want(t, ExitUsage, append(tc.want, "Run 'weir checkpoints list --help' for usage.")...)
-			if !strings.HasPrefix(r.stderr, "error: ") {
-				t.Errorf("stderr does not start with \"error: \":\n%s", r.stderr)
-			}
-			if r.stdout != "" {
-				t.Errorf("stdout not empty:\n%s", r.stdout)
-			}
-		})
+		t.Run(tc.name, func(t *testing.T) { wantCheckpointsUsageError(t, "list", tc.args, tc.want) })
 	}
 	if _, err := os.Stat(missing); !os.IsNotExist(err) {
 		t.Errorf("the missing directory was created: %v", err)
@@ -571,20 +562,25 @@ func TestCheckpointsInspectUsageErrors(t *testing.T) {
 		{"two paths", []string{jobDir, jobDir}, []string{`unexpected argument "` + jobDir + `"`}},
 		{"bad json flag", []string{jobDir, "--json=maybe"}, []string{`--json "maybe": must be true or false`}},
 	} {
-		t.Run(tc.name, func(t *testing.T) {
-			r := runCLI(t, append([]string{"checkpoints", "inspect"}, tc.args...)...)
-			r.want(t, ExitUsage, append(tc.want, "Run 'weir checkpoints inspect --help' for usage.")...)
-			if !strings.HasPrefix(r.stderr, "error: ") {
-				t.Errorf("stderr does not start with \"error: \":\n%s", r.stderr)
-			}
-			if r.stdout != "" {
-				t.Errorf("stdout not empty:\n%s", r.stdout)
-			}
-		})
+		t.Run(tc.name, func(t *testing.T) { wantCheckpointsUsageError(t, "inspect", tc.args, tc.want) })
 	}
 	if _, err := os.Stat(missing); !os.IsNotExist(err) {
 		t.Errorf("the missing directory was created: %v", err)
 	}
 	r := runCLI(t, "checkpoints")
 	r.want(t, ExitUsage, "missing command", "inspect, list")
+}
+
+// wantCheckpointsUsageError runs `weir checkpoints <sub> args...` and
+// checks that it is a usage error naming want, on stderr only.
+func wantCheckpointsUsageError(t *testing.T, sub string, args, want []string) {
+	t.Helper()
+	r := runCLI(t, append([]string{"checkpoints", sub}, args...)...)
+	r.want(t, ExitUsage, append(want, "Run 'weir checkpoints "+sub+" --help' for usage.")...)
+	if !strings.HasPrefix(r.stderr, "error: ") {
+		t.Errorf("stderr does not start with \"error: \":\n%s", r.stderr)
+	}
+	if r.stdout != "" {
+		t.Errorf("stdout not empty:\n%s", r.stdout)
+	}
 }

@@ -71,8 +71,8 @@ type Options struct {
 	RunID string
 	// Hooks inject failures in tests.
 	Hooks FaultHooks
-	// CountRecords makes sources count their records for RecordCounts
-	// (sinks always count).
+	// CountRecords makes tasks publish their operators' record counts
+	// for RecordCounts (per buffer or batch), and sources count theirs.
 	CountRecords bool
 	// Incremental asks backends that can (pebble) for native, incremental
 	// snapshots instead of full canonical streams.
@@ -459,8 +459,8 @@ func (j *Job) Tasks() []TaskInfo {
 	return out
 }
 
-// RecordCounts returns the records the sources emitted (with
-// Options.CountRecords) and the sinks wrote so far, as the tasks last
+// RecordCounts returns, with Options.CountRecords, the records the sources
+// emitted and the sinks wrote so far, as the tasks last
 // published them (per input buffer or source batch, and at their end).
 func (j *Job) RecordCounts() (in, out int64) {
 	for _, t := range j.tasks {

@@ -94,7 +94,7 @@ func (t *task) init() {
 	t.assigner = make([]bool, n)
 	for i, op := range t.ops {
 		_, t.assigner[i] = op.(WatermarkAssigner)
-		if c, ok := op.(RecordCounter); ok {
+		if c, ok := op.(RecordCounter); ok && t.ctxs[i].CountRecords {
 			t.counters = append(t.counters, c)
 		}
 	}

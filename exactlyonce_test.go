@@ -10,7 +10,6 @@ import (
 	"math/rand/v2"
 	"os"
 	"path/filepath"
-	"runtime/pprof"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -183,10 +182,6 @@ func TestExactlyOnceUnderInjectedFailures(t *testing.T) {
 				counterJob(env, n, keys, out, rng.Int64N(n), &userFailed)
 				ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 				defer cancel()
-				if os.Getenv("WEIR_DEBUG_HANG") != "" {
-					tm := time.AfterFunc(20*time.Second, func() { pprof.Lookup("goroutine").WriteTo(os.Stderr, 1) })
-					defer tm.Stop()
-				}
 				res, err := env.ExecuteResult(ctx, "counter")
 				if err != nil {
 					t.Fatal(err)

@@ -154,6 +154,8 @@ func TakeSnapshot(b Backend) (Snapshot, error) {
 		return takeHeapSnapshot(b)
 	case *PebbleBackend:
 		return takePebbleSnapshot(b)
+	case *ChangelogBackend:
+		return TakeSnapshot(b.inner)
 	}
 	return nil, fmt.Errorf("state: unknown backend %T", b)
 }
@@ -170,6 +172,9 @@ func TakeSnapshot(b Backend) (Snapshot, error) {
 // ErrCorruptSnapshot; a state that two streams give different kinds or
 // TTL-ness fails with ErrIncompatibleState.
 func Restore(b Backend, r io.Reader) error {
+	if cb, ok := b.(*ChangelogBackend); ok {
+		b = cb.inner
+	}
 	var sink snapSink
 	switch b := b.(type) {
 	case *HeapBackend:

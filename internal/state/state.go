@@ -270,6 +270,8 @@ func NewValue[T any](b Backend, d ValueDescriptor[T]) (Value[T], error) {
 		return newHeapValue(b, d)
 	case *PebbleBackend:
 		return newPebbleValue(b, d)
+	case *ChangelogBackend:
+		return newChangelogValue(b, d)
 	}
 	return nil, fmt.Errorf("state: unknown backend %T", b)
 }
@@ -287,6 +289,8 @@ func NewList[T any](b Backend, d ListDescriptor[T]) (List[T], error) {
 		return newHeapList(b, d)
 	case *PebbleBackend:
 		return newPebbleList(b, d)
+	case *ChangelogBackend:
+		return newChangelogList(b, d)
 	}
 	return nil, fmt.Errorf("state: unknown backend %T", b)
 }
@@ -307,6 +311,8 @@ func NewMap[K comparable, V any](b Backend, d MapDescriptor[K, V]) (Map[K, V], e
 		return newHeapMap(b, d)
 	case *PebbleBackend:
 		return newPebbleMap(b, d)
+	case *ChangelogBackend:
+		return newChangelogMap(b, d)
 	}
 	return nil, fmt.Errorf("state: unknown backend %T", b)
 }

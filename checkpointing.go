@@ -192,6 +192,9 @@ type testHooks struct {
 	task    task.FaultHooks
 	runner  runner.Hooks
 	storage *storage.Storage // replaces the storage Dir names
+	// materialize runs at the end of a changelog materialization's upload;
+	// an error fails it.
+	materialize func(uid string, subtask int, id int64) error
 }
 
 // JobStatus is a running job's progress (Options.OnStatus).
@@ -207,14 +210,17 @@ type JobStatus struct {
 	LastCheckpoint      int64
 	LastCheckpointTime  time.Time
 	LastCheckpointBytes int64
+	// Changelog are the changelog state backend's figures (zero when it
+	// is off).
+	Changelog ChangelogMetrics
 }
 
-func statusFunc(f func(JobStatus)) func(runner.Status) {
+func statusFunc(f func(JobStatus), m *changelogMetrics) func(runner.Status) {
 	if f == nil {
 		return nil
 	}
 	return func(s runner.Status) {
-		js := JobStatus{RecordsIn: s.RecordsIn, RecordsOut: s.RecordsOut, Restarts: s.Restarts}
+		js := JobStatus{RecordsIn: s.RecordsIn, RecordsOut: s.RecordsOut, Restarts: s.Restarts, Changelog: m.snapshot()}
 		if s.Last != nil {
 			js.LastCheckpoint, js.LastCheckpointBytes = s.Last.ID, s.Last.Bytes
 			js.LastCheckpointTime = time.UnixMilli(s.Last.CompletionTime)
@@ -235,15 +241,22 @@ type CompletedCheckpoint struct {
 	// MaxSync and MaxAsync are the longest synchronous and asynchronous
 	// phases among the subtasks; MaxStartDelay and MaxAlignment likewise.
 	MaxSync, MaxAsync, MaxStartDelay, MaxAlignment time.Duration
+	// Changelog are the changelog state backend's figures after this
+	// checkpoint, its materialized and non-materialized sizes included.
+	Changelog ChangelogMetrics
 }
 
-func completedFunc(f func(CompletedCheckpoint)) func(coordinator.Completed, *metadata.Checkpoint) {
-	if f == nil {
-		return nil
-	}
+func completedFunc(f func(CompletedCheckpoint), m *changelogMetrics) func(coordinator.Completed, *metadata.Checkpoint) {
+	var prev map[string]bool
 	return func(a coordinator.Completed, cp *metadata.Checkpoint) {
+		sizes, seen := checkpointSizes(cp, prev)
+		prev = seen
+		m.sizes.Store(&sizes)
+		if f == nil {
+			return
+		}
 		f(CompletedCheckpoint{ID: a.ID, Duration: a.Duration, CheckpointedBytes: cp.Bytes, FullBytes: cp.FullBytes,
 			MaxSync: a.Stats.MaxSync.D, MaxAsync: a.Stats.MaxAsync.D, MaxStartDelay: a.Stats.MaxStartDelay.D,
-			MaxAlignment: a.Stats.MaxAlignment.D})
+			MaxAlignment: a.Stats.MaxAlignment.D, Changelog: m.snapshot()})
 	}
 }

@@ -193,14 +193,16 @@ func (e *Environment) execute(ctx context.Context, name string) (runner.Result, 
 	}
 	co := e.opts.Checkpoint
 	enabled := co.Interval > 0
+	metrics := &changelogMetrics{}
+	e.opts.changelogMetrics = metrics
 	cfg := runner.Config{
 		JobName: name, Graph: jg, Task: e.taskOptions(name), Enabled: enabled,
 		Retention: runner.Retention(co.Retention),
 		Checkpoint: coordinator.Config{Interval: co.Interval, MinPause: co.MinPause, MaxConcurrent: co.MaxConcurrent,
 			Timeout: co.Timeout, TolerableFailures: co.TolerableFailures, NumRetained: co.NumRetained},
 		Clock: e.opts.clock, Logger: e.opts.Logger.With("job", name), Hooks: e.opts.hooks.runner,
-		Status: statusFunc(e.opts.OnStatus), StatusInterval: e.opts.StatusInterval,
-		Manual: e.manual, OnCompleted: completedFunc(e.opts.OnCheckpointComplete),
+		Status: statusFunc(e.opts.OnStatus, metrics), StatusInterval: e.opts.StatusInterval,
+		Manual: e.manual, OnCompleted: completedFunc(e.opts.OnCheckpointComplete, metrics),
 	}
 	if enabled || co.RestorePath != "" {
 		jobDir, err := storage.SanitizeJob(name)

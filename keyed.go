@@ -205,6 +205,7 @@ type keyedRuntime struct {
 	ptWakeup map[int64]bool // processing times with a scheduled task callback
 	onTimer  func(t timer.Timer, eventTime bool) error
 	uploads  *uploadTracker // incremental checkpoints
+	cl       *changelogRuntime
 }
 
 // stateCleanupInterval is how often keyed operators with TTL state run a
@@ -221,12 +222,20 @@ func newKeyedRuntime(op *task.OpContext, opts Options) *keyedRuntime {
 func (rt *keyedRuntime) open() error {
 	so := state.Options{KeyGroupStart: rt.op.KeyGroupStart, KeyGroupEnd: rt.op.KeyGroupEnd,
 		MaxParallelism: rt.op.MaxParallelism, Clock: rt.op.Now, Dir: rt.op.StateDir}
+	r := rt.op.Restored
+	// The changelog wraps the backend when it is on, or to replay the
+	// records of a changelog checkpoint restored with it off.
+	var clock *state.ReplayClock
+	if (rt.opts.Changelog.Enabled && rt.op.Storage != nil) || (r != nil && len(r.Changelogs) > 0) {
+		clock = state.NewReplayClock(rt.op.Now)
+		so.Clock = clock.Now
+	}
 	if rt.opts.StateBackend == BackendPebble {
 		if err := rt.op.ClaimStateDir(); err != nil {
 			return err
 		}
 	}
-	if r := rt.op.Restored; r != nil && len(r.Native) > 0 {
+	if r != nil && len(r.Native) > 0 {
 		pb, err := rt.openNative(so, r)
 		if err != nil {
 			return fmt.Errorf("restore native keyed state: %w", err)
@@ -235,7 +244,7 @@ func (rt *keyedRuntime) open() error {
 		if err := rt.restore(r); err != nil {
 			return fmt.Errorf("restore keyed state: %w", err)
 		}
-		return nil
+		return rt.wrapChangelog(clock)
 	}
 	switch rt.opts.StateBackend {
 	case "", BackendHashMap:
@@ -249,10 +258,20 @@ func (rt *keyedRuntime) open() error {
 	default:
 		return fmt.Errorf("unknown state backend %q", rt.opts.StateBackend)
 	}
-	if r := rt.op.Restored; r != nil {
+	if r != nil {
 		if err := rt.restore(r); err != nil {
 			return fmt.Errorf("restore keyed state: %w", err)
 		}
+	}
+	return rt.wrapChangelog(clock)
+}
+
+func (rt *keyedRuntime) wrapChangelog(clock *state.ReplayClock) error {
+	if clock == nil {
+		return nil
+	}
+	if err := rt.openChangelog(rt.backend, clock, rt.op.Restored != nil); err != nil {
+		return fmt.Errorf("restore keyed state: %w", err)
 	}
 	return nil
 }
@@ -300,11 +319,21 @@ func (rt *keyedRuntime) restoreFile(r *task.RestoredState, h storage.FileHandle,
 // snapshot is the keyed part of the synchronous phase: freeze the backend
 // and encode the timers.
 func (rt *keyedRuntime) snapshot(id int64, s *task.OperatorSnapshot) error {
+	if rt.cl != nil && rt.cl.w != nil {
+		return rt.cl.snapshot(id, s)
+	}
 	s.Timers = rt.timers.AppendSnapshot(nil, rt.op.KeyGroupStart, rt.op.KeyGroupEnd)
-	if pb, ok := rt.backend.(*state.PebbleBackend); ok && rt.op.Incremental {
+	inner := rt.backend
+	if rt.cl != nil {
+		inner = rt.cl.cb.Inner()
+		if err := rt.cl.snapshotPending(s); err != nil {
+			return err
+		}
+	}
+	if pb, ok := inner.(*state.PebbleBackend); ok && rt.op.Incremental {
 		return rt.nativeSnapshot(pb, id, s)
 	}
-	ks, err := state.TakeSnapshot(rt.backend)
+	ks, err := state.TakeSnapshot(inner)
 	if err != nil {
 		return err
 	}
@@ -315,20 +344,27 @@ func (rt *keyedRuntime) snapshot(id int64, s *task.OperatorSnapshot) error {
 // NotifyCheckpointComplete makes the checkpoint's uploads reusable.
 func (rt *keyedRuntime) NotifyCheckpointComplete(id int64) error {
 	rt.uploads.confirm(id)
+	if rt.cl != nil {
+		rt.cl.notify(id, true)
+	}
 	return nil
 }
 
 // NotifyCheckpointAborted forgets the checkpoint's uploads.
 func (rt *keyedRuntime) NotifyCheckpointAborted(id int64) error {
 	rt.uploads.abort(id)
+	if rt.cl != nil {
+		rt.cl.notify(id, false)
+	}
 	return nil
 }
 
 func (rt *keyedRuntime) close() error {
+	err := rt.cl.close()
 	if rt.backend == nil {
-		return nil
+		return err
 	}
-	return rt.backend.Close()
+	return errors.Join(err, rt.backend.Close())
 }
 
 // setKey makes key (encoded) the current key; key must be rt.keyBuf's
@@ -373,8 +409,24 @@ func (rt *keyedRuntime) timerFor(ts int64, ns []byte) timer.Timer {
 	return timer.Timer{Timestamp: ts, Key: rt.keyBuf, KeyGroup: rt.backend.CurrentKeyGroup(), Namespace: ns}
 }
 
+func (rt *keyedRuntime) registerEventTime(t timer.Timer) {
+	rt.timers.RegisterEventTime(t)
+	rt.cl.logTimer(timerRegisterEvent, t)
+}
+
+func (rt *keyedRuntime) deleteEventTime(t timer.Timer) {
+	rt.timers.DeleteEventTime(t)
+	rt.cl.logTimer(timerDeleteEvent, t)
+}
+
+func (rt *keyedRuntime) deleteProcessingTime(t timer.Timer) {
+	rt.timers.DeleteProcessingTime(t)
+	rt.cl.logTimer(timerDeleteProc, t)
+}
+
 func (rt *keyedRuntime) registerProcessingTime(t timer.Timer) {
 	rt.timers.RegisterProcessingTime(t)
+	rt.cl.logTimer(timerRegisterProc, t)
 	rt.armProcessingTime(t.Timestamp)
 }
 
@@ -398,6 +450,11 @@ func (rt *keyedRuntime) advanceWatermark(wm int64) error {
 // carries the timer's time as its timestamp; what a processing-time timer
 // emits carries none (as in Flink: wall-clock time is not event time).
 func (rt *keyedRuntime) fire(t timer.Timer, eventTime bool) error {
+	if eventTime {
+		rt.cl.logTimer(timerDeleteEvent, t)
+	} else {
+		rt.cl.logTimer(timerDeleteProc, t)
+	}
 	rt.keyBuf = append(rt.keyBuf[:0], t.Key...)
 	rt.backend.SetCurrentKey(rt.keyBuf, t.KeyGroup)
 	rt.hasKey = true
@@ -444,12 +501,12 @@ func (c *KeyedContext[K, OUT]) CurrentProcessingTime() int64 { return c.rt.op.No
 // RegisterEventTimeTimer makes OnTimer run for the current key once the
 // watermark reaches ts. Registering the same time twice keeps one timer.
 func (c *KeyedContext[K, OUT]) RegisterEventTimeTimer(ts int64) {
-	c.rt.timers.RegisterEventTime(c.rt.timerFor(ts, nil))
+	c.rt.registerEventTime(c.rt.timerFor(ts, nil))
 }
 
 // DeleteEventTimeTimer removes an event-time timer of the current key.
 func (c *KeyedContext[K, OUT]) DeleteEventTimeTimer(ts int64) {
-	c.rt.timers.DeleteEventTime(c.rt.timerFor(ts, nil))
+	c.rt.deleteEventTime(c.rt.timerFor(ts, nil))
 }
 
 // RegisterProcessingTimeTimer makes OnTimer run for the current key once
@@ -461,7 +518,7 @@ func (c *KeyedContext[K, OUT]) RegisterProcessingTimeTimer(ts int64) {
 // DeleteProcessingTimeTimer removes a processing-time timer of the current
 // key.
 func (c *KeyedContext[K, OUT]) DeleteProcessingTimeTimer(ts int64) {
-	c.rt.timers.DeleteProcessingTime(c.rt.timerFor(ts, nil))
+	c.rt.deleteProcessingTime(c.rt.timerFor(ts, nil))
 }
 
 // Subtask is the index of this parallel instance.

@@ -56,6 +56,9 @@ type Options struct {
 	// Logger receives the job's logs. Default slog.Default().
 	Logger *slog.Logger
 
+	// Changelog is the changelog state backend; see ChangelogOptions.
+	Changelog ChangelogOptions
+
 	// Checkpointing and recovery; see CheckpointOptions.
 	Checkpoint CheckpointOptions
 	// Restart is the restart strategy; see RestartOptions.
@@ -75,6 +78,8 @@ type Options struct {
 	clock clock.Clock
 	// hooks inject failures in tests.
 	hooks testHooks
+	// changelogMetrics collects the changelog backend's figures of a run.
+	changelogMetrics *changelogMetrics
 }
 
 // EnsureDefaults fills zero fields with their defaults.
@@ -110,6 +115,7 @@ func (o *Options) EnsureDefaults() {
 		o.clock = clock.Real()
 	}
 	o.Checkpoint.ensureDefaults()
+	o.Changelog.ensureDefaults()
 }
 
 // Validate reports every invalid field at once.
@@ -136,6 +142,7 @@ func (o *Options) Validate() error {
 		errs = append(errs, fmt.Errorf("auto watermark interval %v must not be negative", o.AutoWatermarkInterval))
 	}
 	errs = append(errs, o.Checkpoint.validate()...)
+	errs = append(errs, o.Changelog.validate()...)
 	if err := o.Restart.config(o.Checkpoint.Interval > 0).Validate(); err != nil {
 		errs = append(errs, err)
 	}
@@ -168,6 +175,7 @@ func OptionsFromConfig(c *config.Config) Options {
 		Retention:         c.String("execution.checkpointing.externalized-checkpoint-retention"),
 		RestorePath:       c.String("execution.state-recovery.path"),
 	}
+	o.Changelog = changelogFromConfig(c)
 	o.Restart = RestartOptions{
 		Type:                   c.String("restart-strategy.type"),
 		FixedDelayAttempts:     int(c.Int("restart-strategy.fixed-delay.attempts")),

@@ -487,7 +487,7 @@ func (o *windowOp[K, IN, OUT]) dropLate(v IN) error {
 func (o *windowOp[K, IN, OUT]) registerTimer(ts int64, ns []byte) {
 	t := o.rt.timerFor(ts, ns)
 	if o.eventTime() {
-		o.rt.timers.RegisterEventTime(t)
+		o.rt.registerEventTime(t)
 	} else {
 		o.rt.registerProcessingTime(t)
 	}
@@ -496,9 +496,9 @@ func (o *windowOp[K, IN, OUT]) registerTimer(ts int64, ns []byte) {
 func (o *windowOp[K, IN, OUT]) deleteTimer(ts int64, ns []byte) {
 	t := o.rt.timerFor(ts, ns)
 	if o.eventTime() {
-		o.rt.timers.DeleteEventTime(t)
+		o.rt.deleteEventTime(t)
 	} else {
-		o.rt.timers.DeleteProcessingTime(t)
+		o.rt.deleteProcessingTime(t)
 	}
 }
 

@@ -19,6 +19,15 @@ import (
 // An empty range (from > to) reads nothing.
 func Replay(ctx context.Context, store *storage.Storage, job string, segs []Segment, from, to int64,
 	fn func(seq int64, rec []byte) error) error {
+	return ReplayWith(ctx, func(ctx context.Context, h storage.FileHandle) ([]byte, error) {
+		return store.ReadFile(ctx, job, h)
+	}, segs, from, to, fn)
+}
+
+// ReplayWith is Replay reading the segment files with read, which must
+// verify them against their handles as storage.ReadFile does.
+func ReplayWith(ctx context.Context, read func(context.Context, storage.FileHandle) ([]byte, error), segs []Segment, from, to int64,
+	fn func(seq int64, rec []byte) error) error {
 	if from > to {
 		return nil
 	}
@@ -48,7 +57,7 @@ func Replay(ctx context.Context, store *storage.Storage, job string, segs []Segm
 		if err := ctx.Err(); err != nil {
 			return err
 		}
-		data, err := store.ReadFile(ctx, job, s.File)
+		data, err := read(ctx, s.File)
 		if err != nil {
 			return fmt.Errorf("changelog: read segment %s: %w", s.File.Path, err)
 		}

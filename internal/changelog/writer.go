@@ -396,16 +396,19 @@ func (w *Writer) Persist(ctx context.Context, from, upTo int64) ([]Segment, erro
 }
 
 // Truncate forgets, in memory, the segments that hold only records before
-// `before` (typically once no retained checkpoint needs them). It does not
-// delete files; that is the checkpoint layer's job.
-func (w *Writer) Truncate(before int64) {
+// `before` (typically once no checkpoint will need them) and returns their
+// names. It does not delete files; that is the checkpoint layer's job.
+func (w *Writer) Truncate(before int64) []string {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	i := 0
+	var names []string
 	for i < len(w.segs) && w.segs[i].to < before {
+		names = append(names, w.segs[i].name)
 		i++
 	}
 	w.segs = append(w.segs[:0:0], w.segs[i:]...)
+	return names
 }
 
 // Close stops the Writer: the open batch is discarded (Persist what must be
@@ -438,4 +441,37 @@ func (w *Writer) Stats() Stats {
 	s := w.stats
 	s.InFlightBytes = w.inFlight
 	return s
+}
+
+// LastSeq returns the sequence number of the last record appended, 0 if
+// none.
+func (w *Writer) LastSeq() int64 {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.next - 1
+}
+
+// Names returns the names (under shared/) of the segment files cut and not
+// truncated, uploaded or not: the files the Writer may have created that
+// Truncate did not hand back.
+func (w *Writer) Names() []string {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	out := make([]string, len(w.segs))
+	for i, s := range w.segs {
+		out[i] = s.name
+	}
+	return out
+}
+
+// EncodeSegment returns a segment file holding recs as records
+// from, from+1, ...: what a Writer would upload for them.
+func EncodeSegment(recs [][]byte, from int64) []byte {
+	buf := []byte(Magic)
+	for i, r := range recs {
+		buf = binary.AppendUvarint(buf, uint64(from+int64(i)))
+		buf = binary.AppendUvarint(buf, uint64(len(r)))
+		buf = append(buf, r...)
+	}
+	return buf
 }

@@ -631,16 +631,8 @@ func decodeInspected(id int64, payload []byte) inspectedCheckpoint {
 	}
 	for _, op := range m.Operators {
 		for _, st := range op.Subtasks {
-			if st.Keyed != nil {
-				add(*st.Keyed, false)
-			}
-			if st.Timers != nil {
-				add(*st.Timers, false)
-			}
-			if st.Native != nil {
-				for _, f := range st.Native.Files {
-					add(f.Handle, f.Shared)
-				}
+			for _, h := range st.Files() {
+				add(h, false)
 			}
 		}
 	}

@@ -27,6 +27,7 @@ type runFlags struct {
 	configPath  string
 	from        string
 	incremental bool
+	changelog   bool
 }
 
 func (a *app) runCommand() *cobra.Command {
@@ -61,6 +62,7 @@ running exits with 1 and names the failing operator and subtask; Ctrl-C
 	pf.StringArrayVar(&rf.sets, "set", nil, "set the configuration `key=value`; repeatable, later items win (see 'weir config keys')")
 	pf.StringVar(&rf.configPath, "config", "", "YAML configuration `file` (Flink config.yaml syntax)")
 	pf.BoolVar(&rf.incremental, "incremental", false, "incremental checkpoints of the pebble backend; sets execution.checkpointing.incremental=true")
+	pf.BoolVar(&rf.changelog, "changelog", false, "changelog state backend: log every state change so checkpoints only upload a small tail; sets state.changelog.enabled=true")
 	pf.StringVar(&rf.from, "from", "", "resume from a `checkpoint`: latest (the job's newest complete checkpoint under execution.checkpointing.dir) or a chk-<n> directory; sets execution.state-recovery.path")
 	a.deferErrors(pf)
 	c.SetUsageTemplate(strings.NewReplacer(
@@ -119,6 +121,9 @@ func (a *app) runJob(c *cobra.Command, job jobs.Job, rf *runFlags) error {
 		} else {
 			sets = append(sets, "parallelism.default="+strconv.Itoa(rf.parallelism))
 		}
+	}
+	if c.Flags().Changed("changelog") {
+		sets = append(sets, "state.changelog.enabled="+strconv.FormatBool(rf.changelog))
 	}
 	if c.Flags().Changed("incremental") {
 		sets = append(sets, "execution.checkpointing.incremental="+strconv.FormatBool(rf.incremental))

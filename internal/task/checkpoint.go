@@ -47,6 +47,12 @@ type OperatorSnapshot struct {
 	// own files, uploaded by the asynchronous phase, which reuses the
 	// uploads of earlier checkpoints for the shared files it already has.
 	Native *NativeUpload
+	// Async, if set, runs in the asynchronous phase after the other parts
+	// were written: it makes the operator's remaining state durable (the
+	// changelog backend flushes its log tail), fills its fields of st and
+	// returns the bytes it uploaded for this checkpoint. An error declines
+	// the checkpoint. ctx ends when the job does.
+	Async func(ctx context.Context, id int64, st *metadata.Subtask) (int64, error)
 }
 
 // NativeUpload is a backend's native snapshot on its way to storage.
@@ -61,7 +67,7 @@ type NativeUpload struct {
 }
 
 func (s OperatorSnapshot) empty() bool {
-	return len(s.Lists) == 0 && s.Keyed == nil && len(s.Timers) == 0 && s.Persist == nil && s.Native == nil
+	return len(s.Lists) == 0 && s.Keyed == nil && len(s.Timers) == 0 && s.Persist == nil && s.Native == nil && s.Async == nil
 }
 
 // CheckpointListener is implemented by operators that act when a checkpoint
@@ -293,6 +299,14 @@ func (t *task) persist(snaps []OperatorSnapshot, a Ack) {
 			if h != nil {
 				a.Bytes += h.Size
 			}
+		}
+		if s.Async != nil {
+			n, err := s.Async(t.ctx, a.ID, &st)
+			if err != nil {
+				t.decline(a, fmt.Errorf("operator %q: %w", c.Name, err))
+				return
+			}
+			a.Bytes += n
 		}
 		a.State = append(a.State, OperatorState{UID: c.UID, Name: c.Name, Parallelism: c.Parallelism,
 			MaxParallelism: c.MaxParallelism, State: st})

@@ -278,6 +278,8 @@ func (j *Job) buildTask(v *graph.Vertex, index int, gates map[*graph.Vertex][]*n
 			RunID:                 j.opts.RunID,
 			CountRecords:          j.opts.CountRecords,
 			Incremental:           j.opts.Incremental,
+			Storage:               j.opts.Checkpoints,
+			StorageJob:            j.opts.CheckpointJob,
 			task:                  t,
 			claimDir:              j.claimStateDir,
 		}

@@ -20,6 +20,7 @@ package task
 import (
 	"errors"
 	"fmt"
+	"github.com/weirstream/weir/internal/checkpoint/storage"
 	"log/slog"
 	"math"
 	"time"
@@ -190,6 +191,10 @@ type OpContext struct {
 	// checkpoint the job restores from; nil on a fresh start or when the
 	// checkpoint has no state for the operator.
 	Restored *RestoredState
+	// Storage and StorageJob are the checkpoint storage and the job's
+	// directory in it; Storage is nil when the job takes no checkpoints.
+	Storage    *storage.Storage
+	StorageJob string
 
 	task     *task
 	claimDir func() error
@@ -205,6 +210,24 @@ func (c *OpContext) ClaimStateDir() error {
 	}
 	return c.claimDir()
 }
+
+// Post runs fn on the task's goroutine as soon as it is between records;
+// unlike Schedule it may be called from any goroutine. An error from fn
+// fails the task, attributed to this operator.
+func (c *OpContext) Post(fn func() error) {
+	t, op := c.task, c.Index
+	t.mail.post(func() error {
+		t.tracker.Cur = op
+		if err := fn(); err != nil {
+			return t.opError(op, err)
+		}
+		return nil
+	})
+}
+
+// FileBase is the prefix of the operator subtask's checkpoint files:
+// op-<uid>-<subtask>, the uid made file-name safe.
+func (c *OpContext) FileBase() string { return fmt.Sprintf("op-%s-%d", sanitize(c.UID), c.Subtask) }
 
 // Now returns the task's processing time.
 func (c *OpContext) Now() time.Time { return c.task.clock.Now() }

@@ -24,11 +24,33 @@ type RestoredState struct {
 	// Native are the native (incremental) snapshots of old subtasks whose
 	// key-group ranges overlap this subtask's.
 	Native []NativeRestore
+	// Changelogs are the changelog parts of old subtasks whose key-group
+	// ranges overlap this subtask's (changelog state backend): records to
+	// replay on top of Keyed or Native, filtered by key group.
+	Changelogs []ChangelogRestore
 	// OwnStorage is set when the checkpoint is in the storage and job
 	// directory this run checkpoints to: its shared files may be
 	// referenced by new checkpoints instead of uploaded again.
 	OwnStorage bool
 	open       func(storage.FileHandle) (io.ReadCloser, error)
+}
+
+// ChangelogRestore is one old subtask's changelog records: Pending first,
+// then Log.
+type ChangelogRestore struct {
+	KeyGroupStart, KeyGroupEnd int
+	Log                        *metadata.ChangelogState
+	Pending                    *metadata.LogSegment
+}
+
+// ReadFile reads a whole restored file, verified against its handle.
+func (r *RestoredState) ReadFile(h storage.FileHandle) ([]byte, error) {
+	rc, err := r.open(h)
+	if err != nil {
+		return nil, err
+	}
+	defer rc.Close()
+	return io.ReadAll(rc)
 }
 
 // NativeRestore is one old subtask's native snapshot.
@@ -123,6 +145,10 @@ func (r *restoredOp) forSubtask(index, p, kgStart, kgEnd int, open func(storage.
 			}
 			if st.Native != nil {
 				rs.Native = append(rs.Native, NativeRestore{KeyGroupStart: st.KeyGroupStart, KeyGroupEnd: st.KeyGroupEnd, State: st.Native})
+			}
+			if st.Changelog != nil || st.Pending != nil {
+				rs.Changelogs = append(rs.Changelogs, ChangelogRestore{KeyGroupStart: st.KeyGroupStart, KeyGroupEnd: st.KeyGroupEnd,
+					Log: st.Changelog, Pending: st.Pending})
 			}
 		}
 	}

@@ -15,6 +15,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 
 	"github.com/weirstream/weir/internal/checkpoint/storage"
 )
@@ -67,6 +68,37 @@ type Subtask struct {
 	// Native is the keyed state as the backend's own files (incremental
 	// checkpoints of the pebble backend), instead of Keyed.
 	Native *NativeState `json:"native,omitempty"`
+	// Changelog is set by the changelog state backend: the keyed state is
+	// then Keyed or Native (the materialized part; nil when nothing was
+	// materialized yet) plus the log records Changelog.From..To, replayed
+	// in order on top of it. Timers are then the materialized timers.
+	Changelog *ChangelogState `json:"changelog,omitempty"`
+	// Pending holds changelog records restored from an earlier checkpoint
+	// for states the job had not registered yet when this checkpoint was
+	// taken (a segment file; replayed like the log, before it).
+	Pending *LogSegment `json:"pending,omitempty"`
+}
+
+// ChangelogState is the non-materialized part of a changelog checkpoint.
+type ChangelogState struct {
+	// Materialization numbers the materialized part (0: none, the state
+	// was empty when the log started).
+	Materialization int64 `json:"materialization"`
+	// MaterializedSeq is the last log record the materialized part holds.
+	// From is MaterializedSeq+1 and To the last record of the checkpoint;
+	// From > To means there is nothing to replay.
+	MaterializedSeq int64 `json:"materializedSeq"`
+	From            int64 `json:"from"`
+	To              int64 `json:"to"`
+	// Segments are the log files holding From..To, in order.
+	Segments []LogSegment `json:"segments,omitempty"`
+}
+
+// LogSegment is a changelog file and the records From..To it holds.
+type LogSegment struct {
+	File storage.FileHandle `json:"file"`
+	From int64              `json:"from"`
+	To   int64              `json:"to"`
 }
 
 // NativeState is a backend's database files and state registry.
@@ -124,23 +156,54 @@ func (st *Subtask) Files() []storage.FileHandle {
 			fs = append(fs, f.Handle)
 		}
 	}
-	return fs
-}
-
-// SharedFiles returns the files under shared/ the subtask references;
-// newOnly keeps those it uploaded itself.
-func (st *Subtask) SharedFiles(newOnly bool) []storage.FileHandle {
-	if st.Native == nil {
-		return nil
+	if st.Pending != nil {
+		fs = append(fs, st.Pending.File)
 	}
-	var fs []storage.FileHandle
-	for _, f := range st.Native.Files {
-		if f.Shared && (f.New || !newOnly) {
-			fs = append(fs, f.Handle)
+	if st.Changelog != nil {
+		for _, s := range st.Changelog.Segments {
+			fs = append(fs, s.File)
 		}
 	}
 	return fs
 }
+
+// SharedFiles returns the files under shared/ the subtask references;
+// newOnly keeps those a checkpoint's own upload created (incremental native
+// files marked New), which are deleted if that checkpoint is aborted.
+// Changelog segments and materialized files are never new: they are
+// uploaded apart from checkpoints, and their writer deletes those no
+// completed checkpoint referenced.
+func (st *Subtask) SharedFiles(newOnly bool) []storage.FileHandle {
+	var fs []storage.FileHandle
+	if st.Native != nil {
+		for _, f := range st.Native.Files {
+			if isShared(f.Handle.Path) && (f.New || !newOnly) {
+				fs = append(fs, f.Handle)
+			}
+		}
+	}
+	if newOnly {
+		return fs
+	}
+	for _, h := range []*storage.FileHandle{st.Keyed, st.Timers} {
+		if h != nil && isShared(h.Path) {
+			fs = append(fs, *h)
+		}
+	}
+	if st.Pending != nil && isShared(st.Pending.File.Path) {
+		fs = append(fs, st.Pending.File)
+	}
+	if st.Changelog != nil {
+		for _, s := range st.Changelog.Segments {
+			if isShared(s.File.Path) {
+				fs = append(fs, s.File)
+			}
+		}
+	}
+	return fs
+}
+
+func isShared(path string) bool { return strings.HasPrefix(path, storage.SharedDir+"/") }
 
 // SharedFiles returns every file under shared/ the checkpoint references.
 func (c *Checkpoint) SharedFiles() []storage.FileHandle {

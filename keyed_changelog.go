@@ -1,0 +1,796 @@
+package weir
+
+import (
+	"bufio"
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"sort"
+	"sync"
+	"time"
+
+	"github.com/weirstream/weir/internal/changelog"
+	"github.com/weirstream/weir/internal/checkpoint/metadata"
+	"github.com/weirstream/weir/internal/checkpoint/storage"
+	"github.com/weirstream/weir/internal/state"
+	"github.com/weirstream/weir/internal/task"
+	"github.com/weirstream/weir/internal/timer"
+)
+
+// The changelog state backend of a keyed operator subtask.
+//
+// The keyed state lives in a state.ChangelogBackend wrapping the configured
+// backend: every change is applied to the wrapped backend and appended to
+// the subtask's log (a changelog.Writer uploading segments to shared/ in
+// the background), and so is every timer change. Periodically the wrapped
+// backend and the timers are materialized: snapshotted on the task
+// goroutine (the wrapped backend's own synchronous phase) and uploaded to
+// shared/ in the background. A checkpoint is then the latest completed
+// materialization plus the log records after it: its synchronous phase only
+// notes the log's last sequence number, its asynchronous phase uploads the
+// log's tail (Writer.Persist) and references the rest.
+//
+// Restore: the wrapped backend and the timers are restored from the
+// materialized part (the ordinary Keyed / Native / Timers handles), timer
+// records are replayed at once, state records when their state registers
+// (they need its codecs). Records of states not registered yet are pending:
+// a materialization re-appends them to the log after its snapshot, and a
+// checkpoint without the changelog writes them next to itself (Pending),
+// so that none is lost whatever the job registers when.
+//
+// After a restore the subtask materializes at once (the restored files may
+// belong to another job or be about to be deleted), and its first
+// checkpoints wait for that materialization.
+//
+// Files: the log segments and the materialized files belong to this
+// subtask until a completed checkpoint references them; from then on the
+// runner's shared-state registry deletes them once no retained checkpoint
+// does. The subtask deletes the files it made that no checkpoint will
+// reference (fileLedger).
+
+// Timer records in the log (op codes from state.FirstForeignOp).
+const (
+	timerRegisterEvent byte = state.FirstForeignOp + iota
+	timerRegisterProc
+	timerDeleteEvent
+	timerDeleteProc
+)
+
+// materialization is one snapshot of the wrapped backend and the timers,
+// holding the log up to seq.
+type materialization struct {
+	id, seq int64
+	done    chan struct{} // closed when the upload finished (err says how)
+	err     error
+	start   time.Time
+
+	keyed, timers *storage.FileHandle
+	native        *metadata.NativeState
+	files         []storage.FileHandle // every file it references
+	created       []string             // paths it uploaded
+	uploaded      int64
+}
+
+func (m *materialization) paths() map[string]bool {
+	out := make(map[string]bool, len(m.files))
+	for _, h := range m.files {
+		out[h.Path] = true
+	}
+	return out
+}
+
+type changelogRuntime struct {
+	rt      *keyedRuntime
+	cfg     ChangelogOptions
+	metrics *changelogMetrics
+	cb      *state.ChangelogBackend
+	w       *changelog.Writer // nil: replay only (the changelog is off)
+	ledger  *fileLedger
+	ctx     context.Context
+	cancel  context.CancelFunc
+	wg      sync.WaitGroup
+
+	cur      *materialization // what new checkpoints build on
+	bases    []*materialization
+	running  *materialization
+	nextID   int64
+	failures int
+	inUse    map[int64]*materialization // undecided checkpoints -> their base
+	stats    changelog.Stats            // writer stats already added to metrics
+	recBuf   []byte
+	closed   bool
+}
+
+// openChangelog wraps the restored (or empty) backend in a changelog
+// backend, replays the restored log, and with the changelog on starts the
+// log and, after a restore, the first materialization.
+func (rt *keyedRuntime) openChangelog(inner state.Backend, clock *state.ReplayClock, restored bool) error {
+	active := rt.opts.Changelog.Enabled && rt.op.Storage != nil
+	ctx, cancel := context.WithCancel(context.Background())
+	cl := &changelogRuntime{rt: rt, cfg: rt.opts.Changelog, metrics: rt.opts.changelogMetrics, ctx: ctx, cancel: cancel,
+		inUse: map[int64]*materialization{}}
+	if cl.metrics == nil {
+		cl.metrics = &changelogMetrics{}
+	}
+	cl.cb = state.NewChangelogBackend(inner, clock, nil)
+	rt.backend = cl.cb
+	rt.cl = cl
+	if r := rt.op.Restored; r != nil {
+		if err := cl.replay(r); err != nil {
+			return err
+		}
+	}
+	if !active {
+		return nil
+	}
+	cl.ledger = newFileLedger(rt.op.Storage, rt.op.StorageJob)
+	w, err := changelog.NewWriter(rt.op.Storage, rt.op.StorageJob,
+		fmt.Sprintf("%s-%s-log", rt.op.FileBase(), rt.op.RunID), cl.cfg.writerConfig())
+	if err != nil {
+		return fmt.Errorf("changelog: %w", err)
+	}
+	cl.w = w
+	cl.cb.SetLog(w)
+	if restored {
+		if err := cl.materialize(true); err != nil {
+			return err
+		}
+	} else {
+		// Nothing restored: the empty state is the base, the log starts at 1.
+		m := &materialization{done: make(chan struct{})}
+		close(m.done)
+		cl.cur = m
+		cl.bases = append(cl.bases, m)
+	}
+	cl.schedule()
+	return nil
+}
+
+// replay reads the restored changelog parts: timer records are applied,
+// state records handed to the backend (applied at registration).
+func (cl *changelogRuntime) replay(r *task.RestoredState) error {
+	read := func(_ context.Context, h storage.FileHandle) ([]byte, error) { return r.ReadFile(h) }
+	kgStart, kgEnd := cl.rt.op.KeyGroupStart, cl.rt.op.KeyGroupEnd
+	apply := func(_ int64, rec []byte) error {
+		if state.IsStateRecord(rec) {
+			return cl.cb.AddRestored(rec)
+		}
+		return cl.applyTimer(rec, kgStart, kgEnd)
+	}
+	for _, c := range r.Changelogs {
+		if p := c.Pending; p != nil {
+			seg := changelog.Segment{File: p.File, From: p.From, To: p.To}
+			if err := changelog.ReplayWith(cl.ctx, read, []changelog.Segment{seg}, p.From, p.To, apply); err != nil {
+				return fmt.Errorf("restore pending changelog records: %w", err)
+			}
+		}
+		if l := c.Log; l != nil && l.From <= l.To {
+			segs := make([]changelog.Segment, len(l.Segments))
+			for i, s := range l.Segments {
+				segs[i] = changelog.Segment{File: s.File, From: s.From, To: s.To}
+			}
+			if err := changelog.ReplayWith(cl.ctx, read, segs, l.From, l.To, apply); err != nil {
+				return fmt.Errorf("replay changelog records %d..%d: %w", l.From, l.To, err)
+			}
+		}
+	}
+	return nil
+}
+
+// logTimer appends a timer change to the log.
+func (cl *changelogRuntime) logTimer(op byte, t timer.Timer) {
+	if cl == nil || cl.w == nil {
+		return
+	}
+	b := append(cl.recBuf[:0], op)
+	b = binary.AppendUvarint(b, uint64(t.KeyGroup))
+	b = binary.AppendUvarint(b, uint64(len(t.Key)))
+	b = append(b, t.Key...)
+	b = binary.AppendUvarint(b, uint64(len(t.Namespace)))
+	b = append(b, t.Namespace...)
+	b = binary.LittleEndian.AppendUint64(b, uint64(t.Timestamp))
+	cl.recBuf = b
+	if _, err := cl.w.Append(b); err != nil {
+		cl.rt.op.Fail(fmt.Errorf("changelog: %w", err))
+	}
+}
+
+// applyTimer replays a timer record of key groups kgStart..kgEnd.
+func (cl *changelogRuntime) applyTimer(rec []byte, kgStart, kgEnd int) error {
+	bad := func(what string) error {
+		return fmt.Errorf("%w: timer record: %s", state.ErrCorruptChangelog, what)
+	}
+	if len(rec) == 0 || rec[0] < timerRegisterEvent || rec[0] > timerDeleteProc {
+		return bad("unknown operation")
+	}
+	op, p := rec[0], rec[1:]
+	kg, n := binary.Uvarint(p)
+	if n <= 0 {
+		return bad("key group")
+	}
+	p = p[n:]
+	field := func() ([]byte, bool) {
+		l, n := binary.Uvarint(p)
+		if n <= 0 || l > uint64(len(p)-n) {
+			return nil, false
+		}
+		f := append([]byte(nil), p[n:n+int(l)]...)
+		p = p[n+int(l):]
+		return f, true
+	}
+	key, ok1 := field()
+	ns, ok2 := field()
+	if !ok1 || !ok2 || len(p) != 8 {
+		return bad("layout")
+	}
+	if int(kg) < kgStart || int(kg) > kgEnd {
+		return nil
+	}
+	if len(ns) == 0 {
+		ns = nil
+	}
+	t := timer.Timer{Timestamp: int64(binary.LittleEndian.Uint64(p)), Key: key, KeyGroup: int(kg), Namespace: ns}
+	ts := cl.rt.timers
+	switch op {
+	case timerRegisterEvent:
+		ts.RegisterEventTime(t)
+	case timerRegisterProc:
+		ts.RegisterProcessingTime(t)
+		cl.rt.armProcessingTime(t.Timestamp)
+	case timerDeleteEvent:
+		ts.DeleteEventTime(t)
+	case timerDeleteProc:
+		ts.DeleteProcessingTime(t)
+	}
+	return nil
+}
+
+// schedule arms the next periodic materialization.
+func (cl *changelogRuntime) schedule() {
+	if cl.cfg.MaterializeInterval <= 0 {
+		return
+	}
+	op := cl.rt.op
+	op.Schedule(op.Now().Add(cl.cfg.MaterializeInterval), func() error {
+		if cl.closed {
+			return nil
+		}
+		if cl.running == nil {
+			if err := cl.materialize(false); err != nil {
+				return err
+			}
+		}
+		cl.schedule()
+		return nil
+	})
+}
+
+// materialize runs the synchronous phase of a materialization and starts
+// its upload. With first, checkpoints build on it at once (and wait for
+// it): after a restore there is no other base.
+func (cl *changelogRuntime) materialize(first bool) error {
+	rt := cl.rt
+	cl.nextID++
+	m := &materialization{id: cl.nextID, seq: cl.w.LastSeq(), done: make(chan struct{}), start: time.Now()}
+	cl.metrics.started.Add(1)
+	timers := rt.timers.AppendSnapshot(nil, rt.op.KeyGroupStart, rt.op.KeyGroupEnd)
+	var (
+		snap state.Snapshot
+		ns   *state.NativeSnapshot
+		err  error
+	)
+	inner := cl.cb.Inner()
+	if pb, ok := inner.(*state.PebbleBackend); ok && rt.op.Incremental {
+		ns, err = pb.TakeNativeSnapshot(fmt.Sprintf("%s.mat-%d", rt.op.StateDir, m.id))
+	} else {
+		snap, err = state.TakeSnapshot(inner)
+	}
+	if err != nil {
+		close(m.done)
+		return cl.failed(m, first, err)
+	}
+	// Records of states not registered yet are not in the snapshot: they
+	// go on after it.
+	for _, rec := range cl.cb.Pending() {
+		if _, err := cl.w.Append(rec); err != nil {
+			return fmt.Errorf("changelog: %w", err)
+		}
+	}
+	reuse := map[string]storage.FileHandle{}
+	if cl.cur != nil && cl.cur.native != nil {
+		for _, f := range cl.cur.native.Files {
+			reuse[f.Name] = f.Handle
+		}
+	} else if rt.op.Restored != nil && rt.op.Restored.OwnStorage {
+		for name, h := range rt.uploads.confirmed {
+			reuse[name] = h
+		}
+	}
+	cl.running = m
+	if first {
+		cl.cur = m
+		cl.bases = append(cl.bases, m)
+	}
+	cl.wg.Add(1)
+	go func() {
+		defer cl.wg.Done()
+		err := cl.upload(m, snap, ns, timers, reuse)
+		rt.op.Post(func() error { return cl.materialized(m, first, err) })
+	}()
+	return nil
+}
+
+// upload is a materialization's asynchronous phase.
+func (cl *changelogRuntime) upload(m *materialization, snap state.Snapshot, ns *state.NativeSnapshot, timers []byte, reuse map[string]storage.FileHandle) (err error) {
+	store, job := cl.rt.op.Storage, cl.rt.op.StorageJob
+	name := fmt.Sprintf("%s-%s-m%d", cl.rt.op.FileBase(), cl.rt.op.RunID, m.id)
+	defer func() {
+		if snap != nil {
+			snap.Release()
+		}
+		if ns != nil {
+			_ = ns.Release()
+		}
+		if err != nil {
+			for _, p := range m.created {
+				_ = store.DeleteFile(context.WithoutCancel(cl.ctx), job, p)
+			}
+			m.created, m.files = nil, nil
+		}
+	}()
+	put := func(file string, write func(io.Writer) error) (*storage.FileHandle, error) {
+		fw, err := store.CreateSharedFile(cl.ctx, job, file)
+		if err != nil {
+			return nil, err
+		}
+		bw := bufio.NewWriterSize(fw, 256<<10)
+		if err := write(bw); err != nil {
+			_ = fw.Abort()
+			return nil, err
+		}
+		if err := bw.Flush(); err != nil {
+			_ = fw.Abort()
+			return nil, err
+		}
+		h, err := fw.Finish()
+		if err != nil {
+			return nil, err
+		}
+		m.created = append(m.created, h.Path)
+		m.files = append(m.files, h)
+		m.uploaded += h.Size
+		return &h, nil
+	}
+	if snap != nil {
+		if m.keyed, err = put(name+".kst", func(w io.Writer) error { _, err := snap.WriteStream(w); return err }); err != nil {
+			return fmt.Errorf("keyed state: %w", err)
+		}
+	}
+	if ns != nil {
+		m.native = &metadata.NativeState{Registry: ns.Registry}
+		for _, f := range ns.Files {
+			if h, ok := reuse[f.Name]; ok && f.Shared && h.Size == f.Size {
+				m.native.Files = append(m.native.Files, metadata.NativeFile{Name: f.Name, Handle: h, Shared: true})
+				m.files = append(m.files, h)
+				continue
+			}
+			h, err := put(name+"-"+sanitizeName(f.Name), func(w io.Writer) error {
+				src, err := os.Open(filepath.Join(ns.Dir, f.Name))
+				if err != nil {
+					return err
+				}
+				defer src.Close()
+				_, err = io.Copy(w, src)
+				return err
+			})
+			if err != nil {
+				return fmt.Errorf("upload %s: %w", f.Name, err)
+			}
+			m.native.Files = append(m.native.Files, metadata.NativeFile{Name: f.Name, Handle: *h, Shared: true})
+		}
+	}
+	if len(timers) > 0 {
+		if m.timers, err = put(name+".tmr", func(w io.Writer) error { _, err := w.Write(timers); return err }); err != nil {
+			return fmt.Errorf("timers: %w", err)
+		}
+	}
+	if h := cl.rt.opts.hooks.materialize; h != nil {
+		if err := h(cl.rt.op.UID, cl.rt.op.Subtask, m.id); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func sanitizeName(s string) string {
+	b := []byte(s)
+	for i, c := range b {
+		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '-' || c == '_' || c == '.') {
+			b[i] = '_'
+		}
+	}
+	return string(b)
+}
+
+// materialized ends a materialization, on the task goroutine.
+func (cl *changelogRuntime) materialized(m *materialization, first bool, err error) error {
+	cl.running = nil
+	if cl.closed {
+		return nil
+	}
+	if err != nil {
+		m.err = err
+		close(m.done)
+		return cl.failed(m, first, err)
+	}
+	close(m.done)
+	cl.failures = 0
+	d := time.Since(m.start)
+	cl.metrics.completed.Add(1)
+	cl.metrics.lastDuration.Store(int64(d))
+	if !first {
+		cl.cur = m
+		cl.bases = append(cl.bases, m)
+	}
+	cl.rt.op.Logger.Info("changelog materialization completed", "materialization", m.id,
+		"records", m.seq, "files", len(m.files), "uploadedBytes", m.uploaded, "duration", d.Round(time.Millisecond))
+	cl.gc()
+	return nil
+}
+
+// failed counts a failed materialization; beyond the tolerated number the
+// subtask fails. A failed first materialization is retried at once, since
+// no checkpoint can complete without one.
+func (cl *changelogRuntime) failed(m *materialization, first bool, err error) error {
+	cl.running = nil
+	cl.failures++
+	cl.metrics.failed.Add(1)
+	max := cl.cfg.MaxMaterializationFailures
+	if max >= 0 && cl.failures > max {
+		return fmt.Errorf("changelog materialization %d failed, %d in a row, more than state.changelog.materialization.max-failures-allowed=%d: %w",
+			m.id, cl.failures, max, err)
+	}
+	cl.rt.op.Logger.Warn("changelog materialization failed; checkpoints go on with the previous one and the log",
+		"materialization", m.id, "failures", cl.failures, "tolerated", max, "err", err)
+	if first {
+		for i, b := range cl.bases {
+			if b == m {
+				cl.bases = append(cl.bases[:i:i], cl.bases[i+1:]...)
+				break
+			}
+		}
+		cl.cur = nil
+		return cl.materialize(true)
+	}
+	return nil
+}
+
+// snapshot is the changelog's part of a checkpoint's synchronous phase.
+func (cl *changelogRuntime) snapshot(id int64, s *task.OperatorSnapshot) error {
+	if cl.w == nil {
+		return cl.snapshotPending(s)
+	}
+	base, upTo := cl.cur, cl.w.LastSeq()
+	if base == nil {
+		return errors.New("changelog: no materialization to build on")
+	}
+	cl.inUse[id] = base
+	cl.addWriterStats()
+	s.Async = func(ctx context.Context, id int64, st *metadata.Subtask) (int64, error) {
+		select {
+		case <-base.done:
+		case <-ctx.Done():
+			return 0, ctx.Err()
+		}
+		if base.err != nil {
+			return 0, fmt.Errorf("changelog: materialization %d failed: %w", base.id, base.err)
+		}
+		segs, err := cl.w.Persist(ctx, base.seq+1, upTo)
+		if err != nil {
+			return 0, fmt.Errorf("changelog: %w", err)
+		}
+		st.Keyed, st.Native, st.Timers = base.keyed, base.native, base.timers
+		cs := &metadata.ChangelogState{Materialization: base.id, MaterializedSeq: base.seq, From: base.seq + 1, To: upTo}
+		files := append([]storage.FileHandle(nil), base.files...)
+		for _, g := range segs {
+			cs.Segments = append(cs.Segments, metadata.LogSegment{File: g.File, From: g.From, To: g.To})
+			files = append(files, g.File)
+		}
+		st.Changelog = cs
+		return cl.ledger.reference(id, files), nil
+	}
+	return nil
+}
+
+// snapshotPending, with the changelog off, writes the restored records of
+// states not registered yet next to the checkpoint.
+func (cl *changelogRuntime) snapshotPending(s *task.OperatorSnapshot) error {
+	recs := cl.cb.Pending()
+	if len(recs) == 0 {
+		return nil
+	}
+	data := changelog.EncodeSegment(recs, 1)
+	store, job, name := cl.rt.op.Storage, cl.rt.op.StorageJob, cl.rt.op.FileBase()+".pending"
+	s.Async = func(ctx context.Context, id int64, st *metadata.Subtask) (int64, error) {
+		if store == nil {
+			return 0, nil
+		}
+		fw, err := store.CreateFile(ctx, job, id, name)
+		if err != nil {
+			return 0, err
+		}
+		if _, err := fw.Write(data); err != nil {
+			_ = fw.Abort()
+			return 0, err
+		}
+		h, err := fw.Finish()
+		if err != nil {
+			return 0, err
+		}
+		st.Pending = &metadata.LogSegment{File: h, From: 1, To: int64(len(recs))}
+		return h.Size, nil
+	}
+	return nil
+}
+
+func (cl *changelogRuntime) addWriterStats() {
+	if cl.w == nil {
+		return
+	}
+	cur := cl.w.Stats()
+	cl.metrics.addWriter(cl.stats, cur)
+	cl.stats = cur
+}
+
+// notify handles a checkpoint's completion or abort.
+func (cl *changelogRuntime) notify(id int64, complete bool) {
+	if cl.w == nil {
+		return
+	}
+	if complete {
+		for cid := range cl.inUse {
+			if cid <= id {
+				delete(cl.inUse, cid)
+			}
+		}
+		cl.ledger.complete(id)
+	} else {
+		delete(cl.inUse, id)
+		cl.ledger.abort(id)
+	}
+	cl.gc()
+}
+
+// gc retires the materializations and log segments no checkpoint will
+// reference any more: the ledger deletes those no completed checkpoint
+// referenced.
+func (cl *changelogRuntime) gc() {
+	keep := map[*materialization]bool{}
+	if cl.cur != nil {
+		keep[cl.cur] = true
+	}
+	for _, b := range cl.inUse {
+		keep[b] = true
+	}
+	minSeq := int64(-1)
+	kept := map[string]bool{}
+	var bases []*materialization
+	for _, b := range cl.bases {
+		if keep[b] {
+			bases = append(bases, b)
+			for p := range b.paths() {
+				kept[p] = true
+			}
+			if minSeq < 0 || b.seq < minSeq {
+				minSeq = b.seq
+			}
+		}
+	}
+	var retire []string
+	for _, b := range cl.bases {
+		if keep[b] {
+			continue
+		}
+		for _, p := range b.created {
+			if !kept[p] {
+				retire = append(retire, p)
+			}
+		}
+	}
+	cl.bases = bases
+	if minSeq >= 0 {
+		for _, n := range cl.w.Truncate(minSeq + 1) {
+			retire = append(retire, storage.SharedDir+"/"+n)
+		}
+	}
+	cl.ledger.retire(retire)
+}
+
+// close stops the log and deletes the files no checkpoint references.
+func (cl *changelogRuntime) close() error {
+	if cl == nil || cl.closed {
+		return nil
+	}
+	cl.closed = true
+	cl.cancel()
+	cl.wg.Wait()
+	if cl.w == nil {
+		return nil
+	}
+	err := cl.w.Close()
+	cl.addWriterStats()
+	var mine []string
+	for _, n := range cl.w.Names() {
+		mine = append(mine, storage.SharedDir+"/"+n)
+	}
+	for _, b := range cl.bases {
+		mine = append(mine, b.created...)
+	}
+	cl.ledger.closeAll(mine)
+	if errors.Is(err, changelog.ErrClosed) {
+		err = nil
+	}
+	return err
+}
+
+// fileLedger decides which of a subtask's changelog files it deletes
+// itself: a file is the subtask's until a completed checkpoint references
+// it (then the runner's registry deletes it once no retained checkpoint
+// does); a file the subtask retires (no future checkpoint will reference
+// it) is deleted once no undecided checkpoint references it either.
+type fileLedger struct {
+	store *storage.Storage
+	job   string
+
+	mu          sync.Mutex
+	registry    map[string]bool // referenced by a completed checkpoint
+	seen        map[string]bool // referenced by some checkpoint (for sizes)
+	undecided   map[int64][]string
+	retired     map[string]bool // waiting for undecided checkpoints
+	lastDecided int64
+	aborted     map[int64]bool
+	wg          sync.WaitGroup
+}
+
+func newFileLedger(store *storage.Storage, job string) *fileLedger {
+	return &fileLedger{store: store, job: job, registry: map[string]bool{}, seen: map[string]bool{},
+		undecided: map[int64][]string{}, retired: map[string]bool{}, aborted: map[int64]bool{}}
+}
+
+// reference records that checkpoint id references files and returns the
+// bytes of those no earlier checkpoint referenced.
+func (l *fileLedger) reference(id int64, files []storage.FileHandle) int64 {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	var n int64
+	for _, h := range files {
+		if !l.seen[h.Path] {
+			n += h.Size
+		}
+	}
+	if id <= l.lastDecided || l.aborted[id] {
+		return n
+	}
+	paths := make([]string, len(files))
+	for i, h := range files {
+		paths[i] = h.Path
+		l.seen[h.Path] = true
+	}
+	l.undecided[id] = paths
+	return n
+}
+
+func (l *fileLedger) complete(id int64) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for _, p := range l.undecided[id] {
+		l.registry[p] = true
+	}
+	for cid := range l.undecided {
+		if cid <= id {
+			delete(l.undecided, cid)
+		}
+	}
+	for cid := range l.aborted {
+		if cid <= id {
+			delete(l.aborted, cid)
+		}
+	}
+	l.lastDecided = max(l.lastDecided, id)
+	l.sweepLocked()
+}
+
+func (l *fileLedger) abort(id int64) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	delete(l.undecided, id)
+	if id > l.lastDecided {
+		l.aborted[id] = true
+	}
+	l.sweepLocked()
+}
+
+// retire hands over files no future checkpoint references.
+func (l *fileLedger) retire(paths []string) {
+	if len(paths) == 0 {
+		return
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for _, p := range paths {
+		l.retired[p] = true
+	}
+	l.sweepLocked()
+}
+
+// sweepLocked deletes the retired files no undecided checkpoint references;
+// those a completed checkpoint referenced are left to the registry.
+func (l *fileLedger) sweepLocked() {
+	busy := map[string]bool{}
+	for _, ps := range l.undecided {
+		for _, p := range ps {
+			busy[p] = true
+		}
+	}
+	var del []string
+	for p := range l.retired {
+		switch {
+		case busy[p]:
+			continue
+		case l.registry[p]:
+		default:
+			del = append(del, p)
+		}
+		delete(l.retired, p)
+		delete(l.registry, p)
+		delete(l.seen, p)
+	}
+	l.deleteLocked(del)
+}
+
+func (l *fileLedger) deleteLocked(paths []string) {
+	if len(paths) == 0 {
+		return
+	}
+	sort.Strings(paths)
+	l.wg.Add(1)
+	go func() {
+		defer l.wg.Done()
+		for _, p := range paths {
+			_ = l.store.DeleteFile(context.Background(), l.job, p)
+		}
+	}()
+}
+
+// closeAll deletes, when the subtask ends, its files that no completed or
+// undecided checkpoint references, and waits for the deletions.
+func (l *fileLedger) closeAll(paths []string) {
+	l.mu.Lock()
+	busy := map[string]bool{}
+	for _, ps := range l.undecided {
+		for _, p := range ps {
+			busy[p] = true
+		}
+	}
+	var del []string
+	seen := map[string]bool{}
+	for _, p := range paths {
+		if !busy[p] && !l.registry[p] && !seen[p] {
+			del = append(del, p)
+			seen[p] = true
+		}
+	}
+	for p := range l.retired {
+		if !busy[p] && !l.registry[p] && !seen[p] {
+			del = append(del, p)
+			seen[p] = true
+		}
+	}
+	l.deleteLocked(del)
+	l.mu.Unlock()
+	l.wg.Wait()
+}

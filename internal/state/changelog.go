@@ -14,9 +14,11 @@ package state
 // wrapper pins the wrapped backend's clock for the call, see ReplayClock),
 // and reads that refresh or remove entries (UpdateType OnReadAndWrite, or
 // visibility ReturnExpiredIfNotCleanedUp) are logged too, so that a replay
-// leaves every entry with the timestamp it had. Entries that expire and are
-// removed by CleanupExpired are not logged: after a replay they are back,
-// expired, and go on the next access or cleanup.
+// leaves every live entry with the timestamp it had. Removals of expired
+// entries are not logged (by CleanupExpired, or by a read of a state whose
+// reads are not logged): after a replay such an entry is back, still
+// expired, invisible to reads, and goes on the next access or cleanup; only
+// the snapshot bytes differ.
 //
 // A record is
 //
@@ -161,7 +163,9 @@ func (b *ChangelogBackend) SetLog(log ChangeLog) { b.log = log }
 func (b *ChangelogBackend) Logging() bool { return b.log != nil }
 
 // SetCurrentKey implements Backend.
-func (b *ChangelogBackend) SetCurrentKey(key []byte, keyGroup int) { b.inner.SetCurrentKey(key, keyGroup) }
+func (b *ChangelogBackend) SetCurrentKey(key []byte, keyGroup int) {
+	b.inner.SetCurrentKey(key, keyGroup)
+}
 
 // CurrentKey implements Backend.
 func (b *ChangelogBackend) CurrentKey() []byte { return b.inner.CurrentKey() }
@@ -174,7 +178,9 @@ func (b *ChangelogBackend) KeyGroupRange() (start, end int) { return b.inner.Key
 
 // CleanupExpired implements Backend; removals are not logged (see the file
 // comment).
-func (b *ChangelogBackend) CleanupExpired(budget int) (int, error) { return b.inner.CleanupExpired(budget) }
+func (b *ChangelogBackend) CleanupExpired(budget int) (int, error) {
+	return b.inner.CleanupExpired(budget)
+}
 
 // Close closes the wrapped backend.
 func (b *ChangelogBackend) Close() error { return b.inner.Close() }
@@ -299,7 +305,7 @@ type replayer interface {
 
 // adoptPending applies the restored records of state name, kind kind, now
 // that it is registered.
-func (b *ChangelogBackend) adoptPending(name string, kind stateKind, rp replayer) error {
+func (b *ChangelogBackend) adoptPending(name string, kind stateKind, ttl bool, rp replayer) error {
 	recs := b.pending[name]
 	if len(recs) == 0 {
 		return nil
@@ -319,6 +325,9 @@ func (b *ChangelogBackend) adoptPending(name string, kind stateKind, rp replayer
 		if k := opKind(r.op); k != kind {
 			return fmt.Errorf("%w: state %q is registered as a %s state, the changelog has %s changes for it", ErrIncompatibleState, name, kind, k)
 		}
+		if r.ttl != ttl {
+			return fmt.Errorf("%w: state %q is registered with TTL %s, the changelog has changes with TTL %s", ErrIncompatibleState, name, onOff(ttl), onOff(r.ttl))
+		}
 		b.inner.SetCurrentKey(r.key, r.kg)
 		if r.ttl {
 			b.clock.pinAt(r.ts)
@@ -326,6 +335,9 @@ func (b *ChangelogBackend) adoptPending(name string, kind stateKind, rp replayer
 			b.clock.unpin()
 		}
 		if err := rp.apply(&r); err != nil {
+			if errors.Is(err, codec.ErrCorrupt) && !errors.Is(err, ErrCorruptChangelog) {
+				err = fmt.Errorf("%w: %w", ErrCorruptChangelog, err)
+			}
 			return fmt.Errorf("state %q: replay changelog: %w", name, err)
 		}
 		b.replayed++
@@ -423,7 +435,7 @@ func newChangelogValue[T any](b *ChangelogBackend, d ValueDescriptor[T]) (Value[
 		if err != nil {
 			return nil, err
 		}
-		if err := b.adoptPending(d.Name, kindValue, valueReplayer[T]{rp, d.Codec}); err != nil {
+		if err := b.adoptPending(d.Name, kindValue, d.TTL.Enabled(), valueReplayer[T]{rp, d.Codec}); err != nil {
 			return nil, err
 		}
 	}
@@ -500,7 +512,7 @@ func newChangelogList[T any](b *ChangelogBackend, d ListDescriptor[T]) (List[T],
 		if err != nil {
 			return nil, err
 		}
-		if err := b.adoptPending(d.Name, kindList, listReplayer[T]{rp, d.Codec}); err != nil {
+		if err := b.adoptPending(d.Name, kindList, d.TTL.Enabled(), listReplayer[T]{rp, d.Codec}); err != nil {
 			return nil, err
 		}
 	}
@@ -597,7 +609,7 @@ func newChangelogMap[K comparable, V any](b *ChangelogBackend, d MapDescriptor[K
 		if err != nil {
 			return nil, err
 		}
-		if err := b.adoptPending(d.Name, kindMap, mapReplayer[K, V]{rp, d.KeyCodec, d.ValueCodec}); err != nil {
+		if err := b.adoptPending(d.Name, kindMap, d.TTL.Enabled(), mapReplayer[K, V]{rp, d.KeyCodec, d.ValueCodec}); err != nil {
 			return nil, err
 		}
 	}

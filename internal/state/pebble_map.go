@@ -176,14 +176,14 @@ func (s *pebbleMap[K, V]) IsEmpty() (empty bool, err error) {
 		if len(raw) < pebbleTSLen {
 			return false, st.corrupt("entry of %d bytes has no TTL timestamp", len(raw))
 		}
-		if !st.ttl.Expired(pebbleReadTS(raw), s.b.now()) {
+		if !st.ttl.Expired(pebbleReadTS(raw), s.b.now()) || st.ttl.Visibility == ReturnExpiredIfNotCleanedUp {
+			// With ReturnExpiredIfNotCleanedUp an expired entry counts
+			// until it is removed, as in the heap backend: IsEmpty does
+			// not remove it, since it does not return it.
 			return false, nil
 		}
 		if err := s.b.db.Delete(it.Key(), pebble.NoSync); err != nil {
 			return false, st.wrap("delete expired", err)
-		}
-		if st.ttl.Visibility == ReturnExpiredIfNotCleanedUp {
-			return false, nil
 		}
 	}
 	if err := it.Error(); err != nil {

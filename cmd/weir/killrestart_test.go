@@ -9,7 +9,7 @@ import (
 )
 
 // TestKillRestartScript runs scripts/kill-restart.sh for both state
-// backends: the counter job is killed with SIGKILL at random moments,
+// backends, with full, incremental and changelog checkpoints: the counter job is killed with SIGKILL at random moments,
 // resumed with --from latest each time, and its committed output must count
 // every key exactly once.
 func TestKillRestartScript(t *testing.T) {
@@ -21,13 +21,24 @@ func TestKillRestartScript(t *testing.T) {
 	if out, err := build.CombinedOutput(); err != nil {
 		t.Fatalf("go build: %v\n%s", err, out)
 	}
-	for _, mode := range []string{"hashmap", "pebble", "pebble-incremental"} {
-		t.Run(mode, func(t *testing.T) {
-			backend, incremental := strings.CutSuffix(mode, "-incremental")
+	// The changelog modes materialize every 700ms, so that kills land
+	// during materializations and log uploads (every 10ms) as well as
+	// between them.
+	changelog := "--changelog --set state.changelog.periodic-materialize.interval=700ms"
+	for _, m := range []struct{ name, backend, extra string }{
+		{"hashmap", "hashmap", ""},
+		{"pebble", "pebble", ""},
+		{"pebble-incremental", "pebble", "--incremental"},
+		{"hashmap-changelog", "hashmap", changelog},
+		{"pebble-changelog", "pebble", changelog},
+		{"pebble-incremental-changelog", "pebble", "--incremental " + changelog},
+	} {
+		t.Run(m.name, func(t *testing.T) {
+			backend := m.backend
 			cmd := exec.Command("bash", filepath.Join("..", "..", "scripts", "kill-restart.sh"), backend, "4")
 			cmd.Env = append(os.Environ(), "WEIR="+bin)
-			if incremental {
-				cmd.Env = append(cmd.Env, "EXTRA=--incremental")
+			if m.extra != "" {
+				cmd.Env = append(cmd.Env, "EXTRA="+m.extra)
 			}
 			out, err := cmd.CombinedOutput()
 			t.Logf("%s", out)

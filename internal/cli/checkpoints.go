@@ -13,6 +13,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -360,6 +361,18 @@ type inspectedFile struct {
 	Path   string `json:"path"`
 	Size   int64  `json:"size"`
 	Shared bool   `json:"shared"`
+	// Part is, for the changelog state backend, "materialized" or "log"
+	// (or "pending": restored records of states not registered yet).
+	Part string `json:"part,omitempty"`
+}
+
+// inspectedChangelog sums a changelog checkpoint's parts.
+type inspectedChangelog struct {
+	MaterializedSize int64   `json:"materializedSize"`
+	LogSize          int64   `json:"logSize"`
+	LogSegments      int     `json:"logSegments"`
+	LogRecords       int64   `json:"logRecords"`
+	Materializations []int64 `json:"materializations"`
 }
 
 // inspectedCheckpoint is one checkpoint in the output of `weir checkpoints
@@ -370,6 +383,7 @@ type inspectedCheckpoint struct {
 	CheckpointedSize int64
 	FullSize         int64
 	Files            []inspectedFile
+	Changelog        *inspectedChangelog
 	Error            string
 }
 
@@ -389,12 +403,13 @@ func (c inspectedCheckpoint) MarshalJSON() ([]byte, error) {
 		files = []inspectedFile{}
 	}
 	return json.Marshal(struct {
-		ID               int64           `json:"id"`
-		Path             string          `json:"path"`
-		CheckpointedSize int64           `json:"checkpointedSize"`
-		FullSize         int64           `json:"fullSize"`
-		Files            []inspectedFile `json:"files"`
-	}{c.ID, p, c.CheckpointedSize, c.FullSize, files})
+		ID               int64               `json:"id"`
+		Path             string              `json:"path"`
+		CheckpointedSize int64               `json:"checkpointedSize"`
+		FullSize         int64               `json:"fullSize"`
+		Changelog        *inspectedChangelog `json:"changelog,omitempty"`
+		Files            []inspectedFile     `json:"files"`
+	}{c.ID, p, c.CheckpointedSize, c.FullSize, c.Changelog, files})
 }
 
 // checkpointDirRE matches the last element of a checkpoint's path.
@@ -462,17 +477,34 @@ func (a *app) inspectCheckpoints(ctx context.Context, loc string, asJSON bool) e
 		}
 		fmt.Fprintf(a.stdout, "%s: checkpointed %s, full %s, %d %s\n", name,
 			runner.FormatBytes(cp.CheckpointedSize), runner.FormatBytes(cp.FullSize), len(cp.Files), noun)
+		if cl := cp.Changelog; cl != nil {
+			fmt.Fprintf(a.stdout, "changelog: materialized %s (materialization %s), log %s in %d segments, %d records to replay\n",
+				runner.FormatBytes(cl.MaterializedSize), joinInts(cl.Materializations), runner.FormatBytes(cl.LogSize), cl.LogSegments, cl.LogRecords)
+		}
 		if len(cp.Files) == 0 {
 			continue
 		}
 		tw := tabwriter.NewWriter(a.stdout, 0, 0, 2, ' ', 0)
-		fmt.Fprintln(tw, "PATH\tSIZE\tSHARED")
+		withPart := cp.Changelog != nil
+		if withPart {
+			fmt.Fprintln(tw, "PATH\tSIZE\tSHARED\tPART")
+		} else {
+			fmt.Fprintln(tw, "PATH\tSIZE\tSHARED")
+		}
 		for _, f := range cp.Files {
 			shared := "no"
 			if f.Shared {
 				shared = "yes"
 			}
-			fmt.Fprintf(tw, "%s\t%s\t%s\n", f.Path, runner.FormatBytes(f.Size), shared)
+			if withPart {
+				part := f.Part
+				if part == "" {
+					part = "-"
+				}
+				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", f.Path, runner.FormatBytes(f.Size), shared, part)
+			} else {
+				fmt.Fprintf(tw, "%s\t%s\t%s\n", f.Path, runner.FormatBytes(f.Size), shared)
+			}
 		}
 		if err := tw.Flush(); err != nil {
 			return failure(fmt.Errorf("write result: %w", err))
@@ -620,22 +652,56 @@ func decodeInspected(id int64, payload []byte) inspectedCheckpoint {
 	}
 	cp.CheckpointedSize, cp.FullSize = m.Bytes, fullSize(m)
 	seen := map[string]int{} // path → index in cp.Files
-	add := func(h storage.FileHandle, shared bool) {
-		shared = shared || strings.HasPrefix(h.Path, storage.SharedDir+"/")
-		if i, ok := seen[h.Path]; ok {
-			cp.Files[i].Shared = cp.Files[i].Shared || shared
+	add := func(h storage.FileHandle, part string) {
+		shared := strings.HasPrefix(h.Path, storage.SharedDir+"/")
+		if _, ok := seen[h.Path]; ok {
 			return
 		}
 		seen[h.Path] = len(cp.Files)
-		cp.Files = append(cp.Files, inspectedFile{Path: h.Path, Size: h.Size, Shared: shared})
+		cp.Files = append(cp.Files, inspectedFile{Path: h.Path, Size: h.Size, Shared: shared, Part: part})
 	}
+	mats := map[int64]bool{}
 	for _, op := range m.Operators {
 		for _, st := range op.Subtasks {
+			part := ""
+			if st.Changelog != nil {
+				part = "materialized"
+				if cp.Changelog == nil {
+					cp.Changelog = &inspectedChangelog{Materializations: []int64{}}
+				}
+				cl := cp.Changelog
+				cl.LogSegments += len(st.Changelog.Segments)
+				if n := st.Changelog.To - st.Changelog.From + 1; n > 0 {
+					cl.LogRecords += n
+				}
+				if !mats[st.Changelog.Materialization] {
+					mats[st.Changelog.Materialization] = true
+					cl.Materializations = append(cl.Materializations, st.Changelog.Materialization)
+				}
+				for _, g := range st.Changelog.Segments {
+					add(g.File, "log")
+				}
+			}
+			if st.Pending != nil {
+				add(st.Pending.File, "pending")
+			}
 			for _, h := range st.Files() {
-				add(h, false)
+				add(h, part)
 			}
 		}
 	}
+	if cp.Changelog != nil {
+		cp.Changelog.MaterializedSize, cp.Changelog.LogSize, _, _ = m.ChangelogParts()
+		slices.Sort(cp.Changelog.Materializations)
+	}
 	slices.SortFunc(cp.Files, func(x, y inspectedFile) int { return cmp.Compare(x.Path, y.Path) })
 	return cp
+}
+
+func joinInts(vs []int64) string {
+	out := make([]string, len(vs))
+	for i, v := range vs {
+		out[i] = strconv.FormatInt(v, 10)
+	}
+	return strings.Join(out, ", ")
 }

@@ -812,8 +812,12 @@ func (d *driver) discard(states []task.OperatorState) {
 func (d *driver) completionLine(a coordinator.Completed, cp *metadata.Checkpoint) string {
 	s := a.Stats
 	name := func(m coordinator.Max) string { return d.names[m.Task] }
-	return fmt.Sprintf("Completed checkpoint %d for job %s (checkpointed size %s, full size %s, checkpointDuration=%d ms): max start delay %s at %s, max alignment %s at %s, max sync %s at %s, max async %s at %s.",
-		a.ID, d.r.cfg.JobName, FormatBytes(s.Bytes), FormatBytes(cp.FullBytes), a.Duration.Milliseconds(),
+	parts := ""
+	if mat, log, recs, ok := cp.ChangelogParts(); ok {
+		parts = fmt.Sprintf(" = materialized %s + log %s of %d records", FormatBytes(mat), FormatBytes(log), recs)
+	}
+	return fmt.Sprintf("Completed checkpoint %d for job %s (checkpointed size %s, full size %s%s, checkpointDuration=%d ms): max start delay %s at %s, max alignment %s at %s, max sync %s at %s, max async %s at %s.",
+		a.ID, d.r.cfg.JobName, FormatBytes(s.Bytes), FormatBytes(cp.FullBytes), parts, a.Duration.Milliseconds(),
 		roundDur(s.MaxStartDelay.D), name(s.MaxStartDelay), roundDur(s.MaxAlignment.D), name(s.MaxAlignment),
 		roundDur(s.MaxSync.D), name(s.MaxSync), roundDur(s.MaxAsync.D), name(s.MaxAsync))
 }

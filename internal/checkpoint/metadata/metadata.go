@@ -322,3 +322,28 @@ func (c *Checkpoint) validate() error {
 	}
 	return nil
 }
+
+// ChangelogParts sums the parts of a changelog checkpoint over its
+// subtasks: the bytes of the materialized state, of the log segments, and
+// the number of log records to replay. ok is false when no subtask has a
+// changelog.
+func (c *Checkpoint) ChangelogParts() (materialized, log, records int64, ok bool) {
+	for _, op := range c.Operators {
+		for _, st := range op.Subtasks {
+			if st.Changelog == nil {
+				continue
+			}
+			ok = true
+			for _, h := range (&Subtask{Keyed: st.Keyed, Timers: st.Timers, Native: st.Native}).Files() {
+				materialized += h.Size
+			}
+			for _, s := range st.Changelog.Segments {
+				log += s.File.Size
+			}
+			if n := st.Changelog.To - st.Changelog.From + 1; n > 0 {
+				records += n
+			}
+		}
+	}
+	return materialized, log, records, ok
+}

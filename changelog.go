@@ -29,7 +29,7 @@ type ChangelogOptions struct {
 	// MaxMaterializationFailures is how many consecutive failed
 	// materializations a subtask tolerates before it fails
 	// (state.changelog.materialization.max-failures-allowed). Default 3;
-	// negative means none.
+	// negative tolerates none (the first failure fails the subtask).
 	MaxMaterializationFailures int
 	// PersistDelay, PersistSizeThreshold, PreemptivePersistThreshold,
 	// UploadTimeout, MaxAttempts and MaxInFlight tune the log's uploads

@@ -10,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 	"sort"
+	"strings"
 	"sync"
 	"time"
 
@@ -96,6 +97,7 @@ type changelogRuntime struct {
 
 	cur      *materialization // what new checkpoints build on
 	bases    []*materialization
+	created  map[string]bool // files this run's materializations uploaded, not retired yet
 	running  *materialization
 	nextID   int64
 	failures int
@@ -112,34 +114,45 @@ func (rt *keyedRuntime) openChangelog(inner state.Backend, clock *state.ReplayCl
 	active := rt.opts.Changelog.Enabled && rt.op.Storage != nil
 	ctx, cancel := context.WithCancel(context.Background())
 	cl := &changelogRuntime{rt: rt, cfg: rt.opts.Changelog, metrics: rt.opts.changelogMetrics, ctx: ctx, cancel: cancel,
-		inUse: map[int64]*materialization{}}
+		inUse: map[int64]*materialization{}, created: map[string]bool{}}
 	if cl.metrics == nil {
 		cl.metrics = &changelogMetrics{}
 	}
 	cl.cb = state.NewChangelogBackend(inner, clock, nil)
 	rt.backend = cl.cb
 	rt.cl = cl
+	var reuse *materialization
+	if active {
+		cl.ledger = newFileLedger(rt.op.Storage, rt.op.StorageJob)
+		w, err := changelog.NewWriter(rt.op.Storage, rt.op.StorageJob,
+			fmt.Sprintf("%s-%s-log", rt.op.FileBase(), rt.op.RunID), cl.cfg.writerConfig())
+		if err != nil {
+			return fmt.Errorf("changelog: %w", err)
+		}
+		cl.w = w
+		reuse = cl.restoredBase(rt.op.Restored)
+	}
 	if r := rt.op.Restored; r != nil {
-		if err := cl.replay(r); err != nil {
+		if err := cl.replay(r, reuse != nil); err != nil {
 			return err
 		}
 	}
 	if !active {
 		return nil
 	}
-	cl.ledger = newFileLedger(rt.op.Storage, rt.op.StorageJob)
-	w, err := changelog.NewWriter(rt.op.Storage, rt.op.StorageJob,
-		fmt.Sprintf("%s-%s-log", rt.op.FileBase(), rt.op.RunID), cl.cfg.writerConfig())
-	if err != nil {
-		return fmt.Errorf("changelog: %w", err)
-	}
-	cl.w = w
-	cl.cb.SetLog(w)
-	if restored {
+	cl.cb.SetLog(cl.w)
+	switch {
+	case reuse != nil:
+		// The restored materialization is this run's base; its log
+		// records were re-appended to the new log by replay.
+		cl.cur = reuse
+		cl.bases = append(cl.bases, reuse)
+		cl.nextID = reuse.id
+	case restored:
 		if err := cl.materialize(true); err != nil {
 			return err
 		}
-	} else {
+	default:
 		// Nothing restored: the empty state is the base, the log starts at 1.
 		m := &materialization{done: make(chan struct{})}
 		close(m.done)
@@ -151,11 +164,18 @@ func (rt *keyedRuntime) openChangelog(inner state.Backend, clock *state.ReplayCl
 }
 
 // replay reads the restored changelog parts: timer records are applied,
-// state records handed to the backend (applied at registration).
-func (cl *changelogRuntime) replay(r *task.RestoredState) error {
+// state records handed to the backend (applied at registration). With
+// reappend every record is also appended to the new log, which then
+// continues the restored one on top of the restored materialization.
+func (cl *changelogRuntime) replay(r *task.RestoredState, reappend bool) error {
 	read := func(_ context.Context, h storage.FileHandle) ([]byte, error) { return r.ReadFile(h) }
 	kgStart, kgEnd := cl.rt.op.KeyGroupStart, cl.rt.op.KeyGroupEnd
 	apply := func(_ int64, rec []byte) error {
+		if reappend {
+			if _, err := cl.w.Append(rec); err != nil {
+				return fmt.Errorf("changelog: %w", err)
+			}
+		}
 		if state.IsStateRecord(rec) {
 			return cl.cb.AddRestored(rec)
 		}
@@ -179,6 +199,45 @@ func (cl *changelogRuntime) replay(r *task.RestoredState) error {
 		}
 	}
 	return nil
+}
+
+// restoredBase returns the restored materialization as a base for this
+// run's checkpoints when it can be one: a changelog checkpoint of this job
+// in this storage (its files stay until no retained checkpoint references
+// them), of exactly this subtask's key groups (so that its log holds no
+// record of other key groups). Otherwise the subtask materializes at once.
+func (cl *changelogRuntime) restoredBase(r *task.RestoredState) *materialization {
+	if r == nil || !r.OwnStorage || len(r.Changelogs) != 1 || len(r.Keyed) > 1 || len(r.Native) > 1 || len(r.Timers) > 1 {
+		return nil
+	}
+	c := r.Changelogs[0]
+	if c.Log == nil || c.Pending != nil || c.KeyGroupStart != cl.rt.op.KeyGroupStart || c.KeyGroupEnd != cl.rt.op.KeyGroupEnd {
+		return nil
+	}
+	m := &materialization{id: c.Log.Materialization, done: make(chan struct{})}
+	close(m.done)
+	if len(r.Keyed) == 1 {
+		h := r.Keyed[0]
+		m.keyed = &h
+		m.files = append(m.files, h)
+	}
+	if len(r.Timers) == 1 {
+		h := r.Timers[0]
+		m.timers = &h
+		m.files = append(m.files, h)
+	}
+	if len(r.Native) == 1 {
+		m.native = r.Native[0].State
+		for _, f := range m.native.Files {
+			m.files = append(m.files, f.Handle)
+		}
+	}
+	for _, h := range m.files {
+		if !strings.HasPrefix(h.Path, storage.SharedDir+"/") {
+			return nil
+		}
+	}
+	return m
 }
 
 // logTimer appends a timer change to the log.
@@ -436,6 +495,9 @@ func (cl *changelogRuntime) materialized(m *materialization, first bool, err err
 		cl.cur = m
 		cl.bases = append(cl.bases, m)
 	}
+	for _, p := range m.created {
+		cl.created[p] = true
+	}
 	cl.rt.op.Logger.Info("changelog materialization completed", "materialization", m.id,
 		"records", m.seq, "files", len(m.files), "uploadedBytes", m.uploaded, "duration", d.Round(time.Millisecond))
 	cl.gc()
@@ -449,13 +511,13 @@ func (cl *changelogRuntime) failed(m *materialization, first bool, err error) er
 	cl.running = nil
 	cl.failures++
 	cl.metrics.failed.Add(1)
-	max := cl.cfg.MaxMaterializationFailures
-	if max >= 0 && cl.failures > max {
+	tolerated := max(cl.cfg.MaxMaterializationFailures, 0) // negative: none tolerated
+	if cl.failures > tolerated {
 		return fmt.Errorf("changelog materialization %d failed, %d in a row, more than state.changelog.materialization.max-failures-allowed=%d: %w",
-			m.id, cl.failures, max, err)
+			m.id, cl.failures, tolerated, err)
 	}
 	cl.rt.op.Logger.Warn("changelog materialization failed; checkpoints go on with the previous one and the log",
-		"materialization", m.id, "failures", cl.failures, "tolerated", max, "err", err)
+		"materialization", m.id, "failures", cl.failures, "tolerated", tolerated, "err", err)
 	if first {
 		for i, b := range cl.bases {
 			if b == m {
@@ -590,14 +652,17 @@ func (cl *changelogRuntime) gc() {
 			}
 		}
 	}
+	// A file may be shared by several materializations (unchanged native
+	// files are reused): it retires with the last one that has it.
 	var retire []string
 	for _, b := range cl.bases {
 		if keep[b] {
 			continue
 		}
-		for _, p := range b.created {
-			if !kept[p] {
-				retire = append(retire, p)
+		for _, h := range b.files {
+			if cl.created[h.Path] && !kept[h.Path] {
+				retire = append(retire, h.Path)
+				delete(cl.created, h.Path)
 			}
 		}
 	}
@@ -627,8 +692,11 @@ func (cl *changelogRuntime) close() error {
 	for _, n := range cl.w.Names() {
 		mine = append(mine, storage.SharedDir+"/"+n)
 	}
-	for _, b := range cl.bases {
-		mine = append(mine, b.created...)
+	for p := range cl.created {
+		mine = append(mine, p)
+	}
+	if m := cl.running; m != nil {
+		mine = append(mine, m.created...)
 	}
 	cl.ledger.closeAll(mine)
 	if errors.Is(err, changelog.ErrClosed) {

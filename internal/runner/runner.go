@@ -214,6 +214,7 @@ func (r *runner) run(ctx context.Context) error {
 			from = fmt.Sprintf("checkpoint %d", r.latest.ID)
 		}
 		r.log.Warn(fmt.Sprintf("Job %s failed; restarting in %s from %s.", r.cfg.JobName, delay, from), "err", err)
+		r.sweepAfterFailure(ctx)
 		if err := sleep(ctx, r.cfg.Clock, delay); err != nil {
 			return err
 		}
@@ -297,6 +298,39 @@ func (r *runner) readOwn(ctx context.Context, id int64) (*metadata.Checkpoint, e
 	return metadata.Decode(payload)
 }
 
+// sweepAfterFailure deletes, between a failed attempt and the restart, the
+// files under shared/ that no complete checkpoint references: uploads the
+// failed attempt's subtasks could not attribute (a changelog segment a
+// checkpoint referenced that was then aborted by the failure). Nothing
+// writes to shared/ while no attempt runs.
+func (r *runner) sweepAfterFailure(ctx context.Context) {
+	if r.cfg.Storage == nil {
+		return
+	}
+	entries, err := r.cfg.Storage.ListCheckpoints(ctx, r.cfg.JobDir)
+	if err != nil {
+		r.log.Warn("cannot list checkpoints; shared files are not cleaned up before the restart", "err", err)
+		return
+	}
+	referenced := map[string]bool{}
+	for _, e := range entries {
+		if !e.Complete {
+			continue
+		}
+		cp := r.metas[e.ID]
+		if cp == nil {
+			if cp, err = r.readOwn(ctx, e.ID); err != nil {
+				r.log.Warn("cannot read a checkpoint's metadata; shared files are not cleaned up before the restart", "checkpoint", e.ID, "err", err)
+				return
+			}
+		}
+		for _, h := range cp.SharedFiles() {
+			referenced[h.Path] = true
+		}
+	}
+	r.sweepShared(ctx, referenced)
+}
+
 // sweepShared deletes the files under shared/ that no complete checkpoint
 // references: uploads for checkpoints that never completed, left by a
 // process that was killed or could not clean up.
@@ -318,7 +352,7 @@ func (r *runner) sweepShared(ctx context.Context, referenced map[string]bool) {
 		n++
 	}
 	if n > 0 {
-		r.log.Info("deleted shared files no checkpoint references (left by an earlier run)", "files", n)
+		r.log.Info("deleted shared files no complete checkpoint references (left by an earlier run or attempt)", "files", n)
 	}
 }
 

@@ -23,14 +23,18 @@ type TestHooks struct {
 	Storage *storage.Storage
 	// Clock replaces the system clock.
 	Clock clock.Clock
+	// Materialize runs at the end of a changelog materialization's upload;
+	// an error fails that materialization.
+	Materialize func(uid string, subtask int, id int64) error
 }
 
 // SetTestHooks installs h in o.
 func SetTestHooks(o *Options, h TestHooks) {
 	o.hooks = testHooks{
-		task:    task.FaultHooks{Sync: h.Sync, Upload: h.Upload},
-		runner:  runner.Hooks{BeforeMetadata: h.BeforeMetadata, Completed: h.Completed},
-		storage: h.Storage,
+		task:        task.FaultHooks{Sync: h.Sync, Upload: h.Upload},
+		runner:      runner.Hooks{BeforeMetadata: h.BeforeMetadata, Completed: h.Completed},
+		storage:     h.Storage,
+		materialize: h.Materialize,
 	}
 	o.clock = h.Clock
 }

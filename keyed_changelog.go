@@ -124,8 +124,12 @@ func (rt *keyedRuntime) openChangelog(inner state.Backend, clock *state.ReplayCl
 	var reuse *materialization
 	if active {
 		cl.ledger = newFileLedger(rt.op.Storage, rt.op.StorageJob)
+		wc := cl.cfg.writerConfig()
+		wc.OnFailure = func(err error) {
+			rt.op.Post(func() error { return fmt.Errorf("changelog: %w", err) })
+		}
 		w, err := changelog.NewWriter(rt.op.Storage, rt.op.StorageJob,
-			fmt.Sprintf("%s-%s-log", rt.op.FileBase(), rt.op.RunID), cl.cfg.writerConfig())
+			fmt.Sprintf("%s-%s-log", rt.op.FileBase(), rt.op.RunID), wc)
 		if err != nil {
 			return fmt.Errorf("changelog: %w", err)
 		}
@@ -477,10 +481,10 @@ func sanitizeName(s string) string {
 
 // materialized ends a materialization, on the task goroutine.
 func (cl *changelogRuntime) materialized(m *materialization, first bool, err error) error {
-	cl.running = nil
 	if cl.closed {
-		return nil
+		return nil // close deleted what it uploaded
 	}
+	cl.running = nil
 	if err != nil {
 		m.err = err
 		close(m.done)

@@ -59,6 +59,10 @@ type Config struct {
 	// Clock drives the delay and timeout timers and the latency figures;
 	// nil means clock.Real().
 	Clock clock.Clock
+	// OnFailure, if set, is called once, from an upload goroutine, when the
+	// Writer fails (an upload failed MaxAttempts times), so that its owner
+	// can fail at once rather than at its next Append or Persist.
+	OnFailure func(error)
 }
 
 func (c Config) withDefaults() Config {
@@ -297,6 +301,9 @@ func (w *Writer) upload(s *segment, data []byte) {
 		}
 		if w.err == nil && !w.closed {
 			w.err = s.err
+			if f := w.cfg.OnFailure; f != nil {
+				go f(s.err)
+			}
 		}
 		w.stats.FailedUploads++
 	}

@@ -190,6 +190,10 @@ func (r *runner) run(ctx context.Context) error {
 	}
 	for {
 		err := r.attempt(ctx, restoreFrom, restoreStore, restoreJob)
+		// No task runs now: delete what the attempt uploaded to shared/
+		// that no complete checkpoint references (segments of checkpoints
+		// the end of the attempt aborted).
+		r.sweepUnreferenced(context.WithoutCancel(ctx))
 		if err == nil {
 			r.endRetention(ctx, DeleteOnCancellation, NoExternalizedCheckpoints)
 			return nil
@@ -214,7 +218,6 @@ func (r *runner) run(ctx context.Context) error {
 			from = fmt.Sprintf("checkpoint %d", r.latest.ID)
 		}
 		r.log.Warn(fmt.Sprintf("Job %s failed; restarting in %s from %s.", r.cfg.JobName, delay, from), "err", err)
-		r.sweepAfterFailure(ctx)
 		if err := sleep(ctx, r.cfg.Clock, delay); err != nil {
 			return err
 		}
@@ -298,18 +301,19 @@ func (r *runner) readOwn(ctx context.Context, id int64) (*metadata.Checkpoint, e
 	return metadata.Decode(payload)
 }
 
-// sweepAfterFailure deletes, between a failed attempt and the restart, the
-// files under shared/ that no complete checkpoint references: uploads the
-// failed attempt's subtasks could not attribute (a changelog segment a
-// checkpoint referenced that was then aborted by the failure). Nothing
-// writes to shared/ while no attempt runs.
-func (r *runner) sweepAfterFailure(ctx context.Context) {
+// sweepUnreferenced deletes, after an attempt ended (before a restart or
+// before the job returns), the files under shared/ that no complete
+// checkpoint references: uploads the attempt's subtasks could not clean up
+// themselves (a changelog segment or materialization that a checkpoint
+// aborted by the attempt's end referenced). Nothing writes to shared/ while
+// no attempt runs.
+func (r *runner) sweepUnreferenced(ctx context.Context) {
 	if r.cfg.Storage == nil {
 		return
 	}
 	entries, err := r.cfg.Storage.ListCheckpoints(ctx, r.cfg.JobDir)
 	if err != nil {
-		r.log.Warn("cannot list checkpoints; shared files are not cleaned up before the restart", "err", err)
+		r.log.Warn("cannot list checkpoints; unreferenced shared files are not cleaned up", "err", err)
 		return
 	}
 	referenced := map[string]bool{}
@@ -320,7 +324,7 @@ func (r *runner) sweepAfterFailure(ctx context.Context) {
 		cp := r.metas[e.ID]
 		if cp == nil {
 			if cp, err = r.readOwn(ctx, e.ID); err != nil {
-				r.log.Warn("cannot read a checkpoint's metadata; shared files are not cleaned up before the restart", "checkpoint", e.ID, "err", err)
+				r.log.Warn("cannot read a checkpoint's metadata; unreferenced shared files are not cleaned up", "checkpoint", e.ID, "err", err)
 				return
 			}
 		}

@@ -141,6 +141,7 @@ type Writer struct {
 	segs     []*segment // cut, in sequence order, not yet truncated
 	files    int64      // segment files cut so far
 	lastSize int        // size of the last batch cut, to size the next buffer
+	free     [][]byte   // buffers of uploaded batches, for new batches
 	inFlight int64
 	err      error // sticky upload failure
 	closed   bool
@@ -203,7 +204,7 @@ func (w *Writer) Append(rec []byte) (int64, error) {
 	w.next++
 	b := w.open
 	if b == nil {
-		b = &batch{from: seq, buf: make([]byte, 0, max(4096, w.lastSize+w.lastSize/8)), stop: make(chan struct{})}
+		b = &batch{from: seq, buf: w.bufferLocked(max(4096, w.lastSize+w.lastSize/4)), stop: make(chan struct{})}
 		b.buf = append(b.buf, Magic...)
 		w.open = b
 		if w.cfg.PersistDelay > 0 {
@@ -221,6 +222,40 @@ func (w *Writer) Append(rec []byte) (int64, error) {
 		w.cutLocked()
 	}
 	return seq, nil
+}
+
+// maxFree is how many uploaded batch buffers a Writer keeps for reuse: at
+// a steady rate a few are in flight at a time, and reusing them spares the
+// task goroutine allocating (and zeroing) a buffer per batch.
+const maxFree = 4
+
+// bufferLocked returns an empty buffer of capacity at least n.
+func (w *Writer) bufferLocked(n int) []byte {
+	for i := len(w.free) - 1; i >= 0; i-- {
+		if b := w.free[i]; cap(b) >= n {
+			w.free = append(w.free[:i], w.free[i+1:]...)
+			return b[:0]
+		}
+	}
+	return make([]byte, 0, n)
+}
+
+// recycleLocked keeps buf for a later batch, replacing the smallest kept
+// buffer when there are maxFree already.
+func (w *Writer) recycleLocked(buf []byte) {
+	if len(w.free) < maxFree {
+		w.free = append(w.free, buf)
+		return
+	}
+	small := 0
+	for i, b := range w.free {
+		if cap(b) < cap(w.free[small]) {
+			small = i
+		}
+	}
+	if cap(buf) > cap(w.free[small]) {
+		w.free[small] = buf
+	}
 }
 
 func (w *Writer) usableLocked() error {
@@ -267,13 +302,15 @@ func (w *Writer) upload(s *segment, data []byte) {
 	defer w.wg.Done()
 	start := w.cfg.Clock.Now()
 	var (
-		h   storage.FileHandle
-		err error
+		h         storage.FileHandle
+		err       error
+		abandoned bool // an attempt timed out and may still read data
 	)
 	for range w.cfg.MaxAttempts {
 		if h, err = w.attempt(s.name, data); err == nil {
 			break
 		}
+		abandoned = abandoned || errors.Is(err, ErrUploadTimeout)
 		w.mu.Lock()
 		w.stats.FailedAttempts++
 		w.mu.Unlock()
@@ -287,6 +324,9 @@ func (w *Writer) upload(s *segment, data []byte) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	w.inFlight -= s.size
+	if !abandoned {
+		w.recycleLocked(data)
+	}
 	if err == nil {
 		s.handle = h
 		w.stats.Uploads++

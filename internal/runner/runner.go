@@ -311,6 +311,9 @@ func (r *runner) sweepUnreferenced(ctx context.Context) {
 	if r.cfg.Storage == nil {
 		return
 	}
+	// Subsumed checkpoints being deleted in the background would otherwise
+	// be listed and then fail to read.
+	r.bg.Wait()
 	entries, err := r.cfg.Storage.ListCheckpoints(ctx, r.cfg.JobDir)
 	if err != nil {
 		r.log.Warn("cannot list checkpoints; unreferenced shared files are not cleaned up", "err", err)
@@ -323,7 +326,9 @@ func (r *runner) sweepUnreferenced(ctx context.Context) {
 		}
 		cp := r.metas[e.ID]
 		if cp == nil {
-			if cp, err = r.readOwn(ctx, e.ID); err != nil {
+			if cp, err = r.readOwn(ctx, e.ID); errors.Is(err, storage.ErrNotFound) {
+				continue // deleted since the listing
+			} else if err != nil {
 				r.log.Warn("cannot read a checkpoint's metadata; unreferenced shared files are not cleaned up", "checkpoint", e.ID, "err", err)
 				return
 			}

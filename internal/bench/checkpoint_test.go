@@ -14,7 +14,8 @@ import (
 func tinyCheckpointConfig() CheckpointConfig {
 	return CheckpointConfig{Modes: CheckpointModes, StateBytes: 2 << 20, UpdateRate: 10000,
 		Interval: 200 * time.Millisecond, Duration: 2 * time.Second, Parallelism: 2,
-		Logger: slog.New(slog.NewTextHandler(io.Discard, nil))}
+		MaterializeInterval: 500 * time.Millisecond,
+		Logger:              slog.New(slog.NewTextHandler(io.Discard, nil))}
 }
 
 func TestRunCheckpointAllModes(t *testing.T) {
@@ -47,6 +48,25 @@ func TestRunCheckpointAllModes(t *testing.T) {
 		if r.RecordsPerSecond <= 0 || r.RestoreMs <= 0 {
 			t.Errorf("%s: want positive records/s and restore time: %+v", r.Mode, r)
 		}
+		// The rate is that of the update phase only: the load phase's
+		// 2,048 records, processed as fast as possible, must not inflate it.
+		if r.RecordsPerSecond > 1.5*10000 {
+			t.Errorf("%s: %v records/s exceeds the update rate of 10000", r.Mode, r.RecordsPerSecond)
+		}
+		if r.Mode != ModeChangelog {
+			if r.MaterializedBytes != 0 || r.NonMaterializedBytes != 0 || r.Materializations != 0 {
+				t.Errorf("%s: changelog figures of a mode without the changelog: %+v", r.Mode, r)
+			}
+			continue
+		}
+		// 2 s of updates with a materialization every 500 ms.
+		if r.Materializations < 2 || r.UpdateMaterializations < 1 || r.UpdateMaterializations > r.Materializations {
+			t.Errorf("changelog: want at least 2 materializations, 1 after the load: %+v", r)
+		}
+		if r.MaterializedBytes < 2<<20 || r.NonMaterializedBytes <= 0 ||
+			r.MaterializedBytes+r.NonMaterializedBytes > r.FullBytes*3 {
+			t.Errorf("changelog: implausible materialized / non-materialized sizes: %+v", r)
+		}
 	}
 }
 
@@ -55,11 +75,12 @@ func TestCheckpointConfigValidate(t *testing.T) {
 	cfg.Modes = []string{"incremental", "teleport"}
 	cfg.StateBytes = 10
 	cfg.Interval = 0
+	cfg.MaterializeInterval = -time.Second
 	err := cfg.Validate()
 	if err == nil {
 		t.Fatal("invalid config accepted")
 	}
-	for _, s := range []string{`unknown mode "teleport"`, "full-hashmap, full-pebble, incremental", "10 bytes", "interval"} {
+	for _, s := range []string{`unknown mode "teleport"`, "full-hashmap, full-pebble, incremental", "10 bytes", "interval", "materialize interval -1s"} {
 		if !strings.Contains(err.Error(), s) {
 			t.Errorf("error lacks %q: %v", s, err)
 		}

@@ -43,6 +43,39 @@ func TestBenchCheckpointJSON(t *testing.T) {
 	}
 }
 
+func TestBenchCheckpointChangelog(t *testing.T) {
+	r := runCLI(t, "bench", "checkpoint", "--modes", "incremental,changelog", "--state-bytes", "1mb",
+		"--duration", "1500ms", "--interval", "200ms", "--materialize-interval", "300ms", "--json")
+	r.want(t, ExitOK)
+	var res struct {
+		Modes []map[string]any `json:"modes"`
+	}
+	if err := json.Unmarshal([]byte(r.stdout), &res); err != nil {
+		t.Fatalf("stdout is not one JSON object: %v\n%s", err, r.stdout)
+	}
+	if len(res.Modes) != 2 || res.Modes[0]["mode"] != "incremental" || res.Modes[1]["mode"] != "changelog" {
+		t.Fatalf("result describes the wrong modes: %+v", res)
+	}
+	changelogFields := []string{"materializedBytes", "nonMaterializedBytes", "materializations"}
+	for _, k := range changelogFields {
+		if _, ok := res.Modes[0][k]; ok {
+			t.Errorf("incremental mode has the changelog field %q: %v", k, res.Modes[0])
+		}
+		if v, ok := res.Modes[1][k].(float64); !ok || v <= 0 {
+			t.Errorf("changelog mode: want a positive %q: %v", k, res.Modes[1])
+		}
+	}
+
+	tab := runCLI(t, "bench", "checkpoint", "--modes", "incremental,changelog", "--state-bytes", "512kb",
+		"--duration", "1s", "--interval", "200ms", "--materialize-interval", "300ms")
+	tab.want(t, ExitOK)
+	for _, s := range []string{"MATERIALIZED", "NON-MAT", "MATS", "changelog", "incremental"} {
+		if !strings.Contains(tab.stdout, s) {
+			t.Errorf("table lacks %q:\n%s", s, tab.stdout)
+		}
+	}
+}
+
 func TestBenchCheckpointTable(t *testing.T) {
 	r := runCLI(t, "bench", "checkpoint", "--modes", "full-pebble", "--state-bytes", "512kb",
 		"--duration", "500ms", "--interval", "100ms")
@@ -52,19 +85,24 @@ func TestBenchCheckpointTable(t *testing.T) {
 			t.Errorf("table lacks %q:\n%s", s, r.stdout)
 		}
 	}
+	if strings.Contains(r.stdout, "MATERIALIZED") {
+		t.Errorf("table without the changelog mode has its columns:\n%s", r.stdout)
+	}
 }
 
 func TestBenchCheckpointUsageErrors(t *testing.T) {
 	r := runCLI(t, "bench", "checkpoint", "--modes", "full-hashmap,teleport", "--state-bytes", "lots",
-		"--interval", "0s", "--duration", "soon", "--update-rate", "-1", "-p", "0")
-	r.want(t, ExitUsage, `unknown mode "teleport"`, "full-hashmap, full-pebble, incremental",
-		`--state-bytes "lots"`, "--interval 0s", `--duration "soon"`, "--update-rate -1", "--parallelism 0")
+		"--interval", "0s", "--duration", "soon", "--update-rate", "-1", "-p", "0", "--materialize-interval", "0s")
+	r.want(t, ExitUsage, `unknown mode "teleport"`, "full-hashmap, full-pebble, incremental, changelog",
+		`--state-bytes "lots"`, "--interval 0s", `--duration "soon"`, "--update-rate -1", "--parallelism 0",
+		"--materialize-interval 0s")
 	if r.stdout != "" {
 		t.Errorf("stdout not empty:\n%s", r.stdout)
 	}
 	runCLI(t, "bench", "checkpoint", "--state-bytes", "100").want(t, ExitUsage, "--state-bytes", "at least 1024")
 	runCLI(t, "bench", "--help").want(t, ExitOK)
-	if h := runCLI(t, "bench", "checkpoint", "--help"); !strings.Contains(h.stdout, "--modes") || !strings.Contains(h.stdout, "--state-bytes") {
+	if h := runCLI(t, "bench", "checkpoint", "--help"); !strings.Contains(h.stdout, "--modes") || !strings.Contains(h.stdout, "--state-bytes") ||
+		!strings.Contains(h.stdout, "--materialize-interval") {
 		t.Errorf("help lacks the flags:\n%s", h.stdout)
 	}
 }

@@ -148,7 +148,7 @@ func checkpointSizes(cp *metadata.Checkpoint, prev map[string]bool) (changelogSi
 				continue
 			}
 			var segs []storage.FileHandle
-			for _, g := range st.Changelog.Segments {
+			for _, g := range st.Changelog.AllSegments() {
 				segs = append(segs, g.File)
 			}
 			mat := (&metadata.Subtask{Keyed: st.Keyed, Timers: st.Timers, Native: st.Native}).Files()

@@ -458,6 +458,11 @@ func TestChangelogRestoreNonMaterialized(t *testing.T) {
 	if m := minMaterialization(last, "count"); m != 0 {
 		t.Errorf("the resumed run's last checkpoint builds on materialization %d, want 0 (the restored one, never materialized)", m)
 	}
+	for _, st := range subtasksOf(last, "count") {
+		if st.Changelog == nil || len(st.Changelog.Earlier) == 0 || st.Changelog.Earlier[0].From != 1 {
+			t.Errorf("resumed checkpoint %d subtask %d: changelog %+v, want the restored log as its earlier range", last.ID, st.Index, st.Changelog)
+		}
+	}
 	if _, _, recs, _ := last.ChangelogParts(); recs <= restoredRecords(t, cp) {
 		t.Errorf("the resumed run's last checkpoint replays %d records, want more than the %d restored", recs, restoredRecords(t, cp))
 	}

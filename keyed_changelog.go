@@ -71,6 +71,9 @@ type materialization struct {
 
 	keyed, timers *storage.FileHandle
 	native        *metadata.NativeState
+	// earlier is the log of earlier runs on top of a restored
+	// materialization, replayed before this run's log.
+	earlier []metadata.LogRange
 	files         []storage.FileHandle // every file it references
 	created       []string             // paths it uploaded
 	uploaded      int64
@@ -137,7 +140,7 @@ func (rt *keyedRuntime) openChangelog(inner state.Backend, clock *state.ReplayCl
 		reuse = cl.restoredBase(rt.op.Restored)
 	}
 	if r := rt.op.Restored; r != nil {
-		if err := cl.replay(r, reuse != nil); err != nil {
+		if err := cl.replay(r); err != nil {
 			return err
 		}
 	}
@@ -147,8 +150,8 @@ func (rt *keyedRuntime) openChangelog(inner state.Backend, clock *state.ReplayCl
 	cl.cb.SetLog(cl.w)
 	switch {
 	case reuse != nil:
-		// The restored materialization is this run's base; its log
-		// records were re-appended to the new log by replay.
+		// The restored materialization and log are this run's base; the
+		// new log continues after them.
 		cl.cur = reuse
 		cl.bases = append(cl.bases, reuse)
 		cl.nextID = reuse.id
@@ -168,37 +171,43 @@ func (rt *keyedRuntime) openChangelog(inner state.Backend, clock *state.ReplayCl
 }
 
 // replay reads the restored changelog parts: timer records are applied,
-// state records handed to the backend (applied at registration). With
-// reappend every record is also appended to the new log, which then
-// continues the restored one on top of the restored materialization.
-func (cl *changelogRuntime) replay(r *task.RestoredState, reappend bool) error {
+// state records handed to the backend (applied at registration).
+func (cl *changelogRuntime) replay(r *task.RestoredState) error {
 	read := func(_ context.Context, h storage.FileHandle) ([]byte, error) { return r.ReadFile(h) }
 	kgStart, kgEnd := cl.rt.op.KeyGroupStart, cl.rt.op.KeyGroupEnd
 	apply := func(_ int64, rec []byte) error {
-		if reappend {
-			if _, err := cl.w.Append(rec); err != nil {
-				return fmt.Errorf("changelog: %w", err)
-			}
-		}
 		if state.IsStateRecord(rec) {
 			return cl.cb.AddRestored(rec)
 		}
 		return cl.applyTimer(rec, kgStart, kgEnd)
 	}
+	replayRange := func(what string, from, to int64, ls []metadata.LogSegment) error {
+		if from > to {
+			return nil
+		}
+		segs := make([]changelog.Segment, len(ls))
+		for i, s := range ls {
+			segs[i] = changelog.Segment{File: s.File, From: s.From, To: s.To}
+		}
+		if err := changelog.ReplayWith(cl.ctx, read, segs, from, to, apply); err != nil {
+			return fmt.Errorf("replay %s records %d..%d: %w", what, from, to, err)
+		}
+		return nil
+	}
 	for _, c := range r.Changelogs {
 		if p := c.Pending; p != nil {
-			seg := changelog.Segment{File: p.File, From: p.From, To: p.To}
-			if err := changelog.ReplayWith(cl.ctx, read, []changelog.Segment{seg}, p.From, p.To, apply); err != nil {
-				return fmt.Errorf("restore pending changelog records: %w", err)
+			if err := replayRange("pending changelog", p.From, p.To, []metadata.LogSegment{*p}); err != nil {
+				return err
 			}
 		}
-		if l := c.Log; l != nil && l.From <= l.To {
-			segs := make([]changelog.Segment, len(l.Segments))
-			for i, s := range l.Segments {
-				segs[i] = changelog.Segment{File: s.File, From: s.From, To: s.To}
+		if l := c.Log; l != nil {
+			for _, e := range l.Earlier {
+				if err := replayRange("changelog", e.From, e.To, e.Segments); err != nil {
+					return err
+				}
 			}
-			if err := changelog.ReplayWith(cl.ctx, read, segs, l.From, l.To, apply); err != nil {
-				return fmt.Errorf("replay changelog records %d..%d: %w", l.From, l.To, err)
+			if err := replayRange("changelog", l.From, l.To, l.Segments); err != nil {
+				return err
 			}
 		}
 	}
@@ -220,6 +229,15 @@ func (cl *changelogRuntime) restoredBase(r *task.RestoredState) *materialization
 	}
 	m := &materialization{id: c.Log.Materialization, done: make(chan struct{})}
 	close(m.done)
+	m.earlier = append(m.earlier, c.Log.Earlier...)
+	if c.Log.From <= c.Log.To {
+		m.earlier = append(m.earlier, metadata.LogRange{From: c.Log.From, To: c.Log.To, Segments: c.Log.Segments})
+	}
+	for _, e := range m.earlier {
+		for _, g := range e.Segments {
+			m.files = append(m.files, g.File)
+		}
+	}
 	if len(r.Keyed) == 1 {
 		h := r.Keyed[0]
 		m.keyed = &h
@@ -560,7 +578,8 @@ func (cl *changelogRuntime) snapshot(id int64, s *task.OperatorSnapshot) error {
 			return 0, fmt.Errorf("changelog: %w", err)
 		}
 		st.Keyed, st.Native, st.Timers = base.keyed, base.native, base.timers
-		cs := &metadata.ChangelogState{Materialization: base.id, MaterializedSeq: base.seq, From: base.seq + 1, To: upTo}
+		cs := &metadata.ChangelogState{Materialization: base.id, MaterializedSeq: base.seq, From: base.seq + 1, To: upTo,
+			Earlier: base.earlier}
 		files := append([]storage.FileHandle(nil), base.files...)
 		for _, g := range segs {
 			cs.Segments = append(cs.Segments, metadata.LogSegment{File: g.File, From: g.From, To: g.To})

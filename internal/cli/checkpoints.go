@@ -670,15 +670,13 @@ func decodeInspected(id int64, payload []byte) inspectedCheckpoint {
 					cp.Changelog = &inspectedChangelog{Materializations: []int64{}}
 				}
 				cl := cp.Changelog
-				cl.LogSegments += len(st.Changelog.Segments)
-				if n := st.Changelog.To - st.Changelog.From + 1; n > 0 {
-					cl.LogRecords += n
-				}
+				cl.LogSegments += len(st.Changelog.AllSegments())
+				cl.LogRecords += st.Changelog.Records()
 				if !mats[st.Changelog.Materialization] {
 					mats[st.Changelog.Materialization] = true
 					cl.Materializations = append(cl.Materializations, st.Changelog.Materialization)
 				}
-				for _, g := range st.Changelog.Segments {
+				for _, g := range st.Changelog.AllSegments() {
 					add(g.File, "log")
 				}
 			}

@@ -92,6 +92,36 @@ type ChangelogState struct {
 	To              int64 `json:"to"`
 	// Segments are the log files holding From..To, in order.
 	Segments []LogSegment `json:"segments,omitempty"`
+	// Earlier are log ranges of earlier runs of the subtask, replayed in
+	// order before From..To: a run resumed from a changelog checkpoint
+	// builds on its materialization and log instead of uploading them
+	// again. Their sequence numbers are their own writers'.
+	Earlier []LogRange `json:"earlier,omitempty"`
+}
+
+// LogRange is the records From..To of one log, in Segments.
+type LogRange struct {
+	From     int64        `json:"from"`
+	To       int64        `json:"to"`
+	Segments []LogSegment `json:"segments"`
+}
+
+// AllSegments returns the segments of Earlier and then the own ones.
+func (c *ChangelogState) AllSegments() []LogSegment {
+	var out []LogSegment
+	for _, r := range c.Earlier {
+		out = append(out, r.Segments...)
+	}
+	return append(out, c.Segments...)
+}
+
+// Records is the number of records to replay.
+func (c *ChangelogState) Records() int64 {
+	n := max(c.To-c.From+1, 0)
+	for _, r := range c.Earlier {
+		n += max(r.To-r.From+1, 0)
+	}
+	return n
 }
 
 // LogSegment is a changelog file and the records From..To it holds.
@@ -160,7 +190,7 @@ func (st *Subtask) Files() []storage.FileHandle {
 		fs = append(fs, st.Pending.File)
 	}
 	if st.Changelog != nil {
-		for _, s := range st.Changelog.Segments {
+		for _, s := range st.Changelog.AllSegments() {
 			fs = append(fs, s.File)
 		}
 	}
@@ -194,7 +224,7 @@ func (st *Subtask) SharedFiles(newOnly bool) []storage.FileHandle {
 		fs = append(fs, st.Pending.File)
 	}
 	if st.Changelog != nil {
-		for _, s := range st.Changelog.Segments {
+		for _, s := range st.Changelog.AllSegments() {
 			if isShared(s.File.Path) {
 				fs = append(fs, s.File)
 			}
@@ -337,12 +367,10 @@ func (c *Checkpoint) ChangelogParts() (materialized, log, records int64, ok bool
 			for _, h := range (&Subtask{Keyed: st.Keyed, Timers: st.Timers, Native: st.Native}).Files() {
 				materialized += h.Size
 			}
-			for _, s := range st.Changelog.Segments {
+			for _, s := range st.Changelog.AllSegments() {
 				log += s.File.Size
 			}
-			if n := st.Changelog.To - st.Changelog.From + 1; n > 0 {
-				records += n
-			}
+			records += st.Changelog.Records()
 		}
 	}
 	return materialized, log, records, ok

@@ -584,3 +584,60 @@ func wantCheckpointsUsageError(t *testing.T, sub string, args, want []string) {
 		t.Errorf("stdout not empty:\n%s", r.stdout)
 	}
 }
+
+// A changelog checkpoint shows its parts: the materialization the log builds
+// on, the log segments (of this run and of an earlier one), and pending
+// records.
+func TestCheckpointsInspectChangelog(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	s, err := storage.Open(ctx, dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	const job = "counter"
+	mat := writeDataFile(t, s, job, 0, true, "op-c-0-r1-m2.kst", 300)
+	tmr := writeDataFile(t, s, job, 0, true, "op-c-0-r1-m2.tmr", 10)
+	old := writeDataFile(t, s, job, 0, true, "op-c-0-r1-log-7.log", 40)
+	seg := writeDataFile(t, s, job, 0, true, "op-c-0-r2-log-1.log", 50)
+	pend := writeDataFile(t, s, job, 5, false, "op-c-1.pending", 5)
+	c := metadata.Checkpoint{Job: job, ID: 5, Bytes: 50, Operators: []metadata.Operator{{UID: "c", Parallelism: 2, MaxParallelism: 128,
+		Subtasks: []metadata.Subtask{
+			{KeyGroupEnd: 63, Keyed: &mat, Timers: &tmr, Changelog: &metadata.ChangelogState{
+				Materialization: 2, MaterializedSeq: 100, From: 1, To: 30,
+				Segments: []metadata.LogSegment{{File: seg, From: 1, To: 30}},
+				Earlier:  []metadata.LogRange{{From: 101, To: 120, Segments: []metadata.LogSegment{{File: old, From: 95, To: 120}}}},
+			}},
+			{Index: 1, KeyGroupStart: 64, KeyGroupEnd: 127, Pending: &metadata.LogSegment{File: pend, From: 1, To: 2}},
+		}}}}
+	payload, err := metadata.Encode(&c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.WriteMetadata(ctx, job, 5, payload); err != nil {
+		t.Fatal(err)
+	}
+	chk := filepath.Join(dir, job, "chk-5")
+	r := runCLI(t, "checkpoints", "inspect", chk)
+	r.want(t, ExitOK)
+	wantLines(t, r.stdout, []string{
+		"chk-5: checkpointed 50 B, full 405 B, 5 files",
+		"changelog: materialized 310 B (materialization 2), log 90 B in 2 segments, 50 records to replay",
+		"PATH                            SIZE   SHARED  PART",
+		"chk-5/op-c-1.pending            5 B    no      pending",
+		"shared/op-c-0-r1-log-7.log      40 B   yes     log",
+		"shared/op-c-0-r1-m2.kst         300 B  yes     materialized",
+		"shared/op-c-0-r1-m2.tmr         10 B   yes     materialized",
+		"shared/op-c-0-r2-log-1.log      50 B   yes     log",
+	})
+	r = runCLI(t, "checkpoints", "inspect", chk, "--json")
+	r.want(t, ExitOK)
+	wantJSON(t, r.stdout, `{"checkpoints":[{"id":5,"path":"chk-5","checkpointedSize":50,"fullSize":405,
+		"changelog":{"materializedSize":310,"logSize":90,"logSegments":2,"logRecords":50,"materializations":[2]},"files":[
+		{"path":"chk-5/op-c-1.pending","size":5,"shared":false,"part":"pending"},
+		{"path":"shared/op-c-0-r1-log-7.log","size":40,"shared":true,"part":"log"},
+		{"path":"shared/op-c-0-r1-m2.kst","size":300,"shared":true,"part":"materialized"},
+		{"path":"shared/op-c-0-r1-m2.tmr","size":10,"shared":true,"part":"materialized"},
+		{"path":"shared/op-c-0-r2-log-1.log","size":50,"shared":true,"part":"log"}]}]}`)
+}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"path/filepath"
+	"sync"
 	"testing"
 	"time"
 
@@ -19,9 +20,9 @@ import (
 // records of its key groups.
 func TestResumeChangelogRescaled(t *testing.T) {
 	for _, c := range []struct {
-		from, to         int
+		from, to          int
 		backend, backend2 string
-		incremental      bool
+		incremental       bool
 	}{
 		{2, 3, weir.BackendHashMap, weir.BackendPebble, false},
 		{3, 1, weir.BackendPebble, weir.BackendHashMap, false},
@@ -60,5 +61,59 @@ func TestResumeChangelogRescaled(t *testing.T) {
 			}
 			checkCounterOutput(t, filepath.Join(dir, "out"), 150_000, 97)
 		})
+	}
+}
+
+// The changelog metrics of every completed checkpoint: log uploads, the
+// materializations, and the two parts' sizes, which add up to what the
+// checkpoint references.
+func TestChangelogMetrics(t *testing.T) {
+	dir := t.TempDir()
+	var (
+		mu   sync.Mutex
+		seen []weir.CompletedCheckpoint
+	)
+	_, err := restoreRun(t, dir, 2, weir.BackendHashMap, "", 0, func(o *weir.Options) {
+		o.Changelog.Enabled = true
+		o.Changelog.MaterializeInterval = 20 * time.Millisecond
+		o.OnCheckpointComplete = func(c weir.CompletedCheckpoint) {
+			mu.Lock()
+			seen = append(seen, c)
+			mu.Unlock()
+		}
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(seen) < 3 {
+		t.Fatalf("%d checkpoints completed, want at least 3", len(seen))
+	}
+	var withMat bool
+	for i, c := range seen {
+		m := c.Changelog
+		if m.LastIncSizeMaterialized > m.LastFullSizeMaterialized || m.LastIncSizeNonMaterialized > m.LastFullSizeNonMaterialized {
+			t.Errorf("checkpoint %d: incremental sizes above full ones: %+v", c.ID, m)
+		}
+		// Inline operator state (the source's splits) is the rest.
+		if parts := m.LastFullSizeMaterialized + m.LastFullSizeNonMaterialized; parts > c.FullBytes || parts < c.FullBytes-1024 {
+			t.Errorf("checkpoint %d: parts %d bytes, full size %d", c.ID, parts, c.FullBytes)
+		}
+		if i > 0 && m.Uploads < seen[i-1].Changelog.Uploads {
+			t.Errorf("checkpoint %d: upload count went down: %d after %d", c.ID, m.Uploads, seen[i-1].Changelog.Uploads)
+		}
+		if m.CompletedMaterializations > m.StartedMaterializations {
+			t.Errorf("checkpoint %d: %d materializations completed of %d started", c.ID, m.CompletedMaterializations, m.StartedMaterializations)
+		}
+		if m.LastFullSizeMaterialized > 0 {
+			withMat = true
+			if m.CompletedMaterializations == 0 || m.LastMaterializationDuration <= 0 {
+				t.Errorf("checkpoint %d builds on a materialization but the metrics show none: %+v", c.ID, m)
+			}
+		}
+	}
+	last := seen[len(seen)-1].Changelog
+	if !withMat || last.Uploads == 0 || last.UploadedBytes == 0 || last.UploadLatencyMean <= 0 || last.UploadLatencyMax < last.UploadLatencyMean ||
+		last.LastFullSizeNonMaterialized == 0 && last.LastFullSizeMaterialized == 0 {
+		t.Errorf("last checkpoint's changelog metrics: %+v (a materialization seen: %v)", last, withMat)
 	}
 }

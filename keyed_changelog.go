@@ -73,10 +73,10 @@ type materialization struct {
 	native        *metadata.NativeState
 	// earlier is the log of earlier runs on top of a restored
 	// materialization, replayed before this run's log.
-	earlier []metadata.LogRange
-	files         []storage.FileHandle // every file it references
-	created       []string             // paths it uploaded
-	uploaded      int64
+	earlier  []metadata.LogRange
+	files    []storage.FileHandle // every file it references
+	created  []string             // paths it uploaded
+	uploaded int64
 }
 
 func (m *materialization) paths() map[string]bool {

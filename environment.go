@@ -195,6 +195,9 @@ func (e *Environment) execute(ctx context.Context, name string) (runner.Result, 
 	enabled := co.Interval > 0
 	metrics := &changelogMetrics{}
 	e.opts.changelogMetrics = metrics
+	if e.opts.Changelog.Enabled && !enabled {
+		e.opts.Logger.Warn("state.changelog.enabled has no effect without checkpoints: set execution.checkpointing.interval", "job", name)
+	}
 	cfg := runner.Config{
 		JobName: name, Graph: jg, Task: e.taskOptions(name), Enabled: enabled,
 		Retention: runner.Retention(co.Retention),

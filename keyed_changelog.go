@@ -1,7 +1,6 @@
 package weir
 
 import (
-	"bufio"
 	"context"
 	"encoding/binary"
 	"errors"
@@ -428,16 +427,7 @@ func (cl *changelogRuntime) upload(m *materialization, snap state.Snapshot, ns *
 		if err != nil {
 			return nil, err
 		}
-		bw := bufio.NewWriterSize(fw, 256<<10)
-		if err := write(bw); err != nil {
-			_ = fw.Abort()
-			return nil, err
-		}
-		if err := bw.Flush(); err != nil {
-			_ = fw.Abort()
-			return nil, err
-		}
-		h, err := fw.Finish()
+		h, err := storage.WriteAll(fw, write)
 		if err != nil {
 			return nil, err
 		}
@@ -459,7 +449,7 @@ func (cl *changelogRuntime) upload(m *materialization, snap state.Snapshot, ns *
 				m.files = append(m.files, h)
 				continue
 			}
-			h, err := put(name+"-"+sanitizeName(f.Name), func(w io.Writer) error {
+			h, err := put(name+"-"+task.SanitizeName(f.Name), func(w io.Writer) error {
 				src, err := os.Open(filepath.Join(ns.Dir, f.Name))
 				if err != nil {
 					return err
@@ -485,16 +475,6 @@ func (cl *changelogRuntime) upload(m *materialization, snap state.Snapshot, ns *
 		}
 	}
 	return nil
-}
-
-func sanitizeName(s string) string {
-	b := []byte(s)
-	for i, c := range b {
-		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '-' || c == '_' || c == '.') {
-			b[i] = '_'
-		}
-	}
-	return string(b)
 }
 
 // materialized ends a materialization, on the task goroutine.

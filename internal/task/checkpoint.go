@@ -1,7 +1,6 @@
 package task
 
 import (
-	"bufio"
 	"context"
 	"errors"
 	"fmt"
@@ -404,16 +403,7 @@ func (t *task) writeFile(id int64, name string, write func(io.Writer) error) (*s
 	if err != nil {
 		return nil, err
 	}
-	bw := bufio.NewWriterSize(fw, 256<<10)
-	if err := write(bw); err != nil {
-		_ = fw.Abort()
-		return nil, err
-	}
-	if err := bw.Flush(); err != nil {
-		_ = fw.Abort()
-		return nil, err
-	}
-	h, err := fw.Finish()
+	h, err := storage.WriteAll(fw, write)
 	if err != nil {
 		return nil, err
 	}

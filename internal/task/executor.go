@@ -330,6 +330,10 @@ func (j *Job) buildTask(v *graph.Vertex, index int, gates map[*graph.Vertex][]*n
 }
 
 // sanitize keeps a uid usable as a file name.
+// SanitizeName makes s usable in a checkpoint file name: every byte
+// outside [A-Za-z0-9._-] becomes '_'.
+func SanitizeName(s string) string { return sanitize(s) }
+
 func sanitize(s string) string {
 	b := []byte(s)
 	for i, c := range b {

@@ -1,6 +1,7 @@
 package storage
 
 import (
+	"bufio"
 	"context"
 	"errors"
 	"fmt"
@@ -166,3 +167,18 @@ func (v *verifyingReader) Read(p []byte) (int, error) {
 }
 
 func (v *verifyingReader) Close() error { return v.r.Close() }
+
+// WriteAll fills the file fw was created for with fill, through a 256 KiB
+// buffer, and finishes it; on any error the file is aborted.
+func WriteAll(fw FileWriter, fill func(io.Writer) error) (FileHandle, error) {
+	bw := bufio.NewWriterSize(fw, 256<<10)
+	if err := fill(bw); err != nil {
+		_ = fw.Abort()
+		return FileHandle{}, err
+	}
+	if err := bw.Flush(); err != nil {
+		_ = fw.Abort()
+		return FileHandle{}, err
+	}
+	return fw.Finish()
+}

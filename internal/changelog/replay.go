@@ -14,8 +14,10 @@ import (
 // wraps ErrNotContiguous and no record is delivered. Every file is verified
 // (size, CRC-32C, magic, record framing and sequence numbers against the
 // Segment) before any of its records is passed on; failures wrap
-// storage.ErrCorrupt. rec aliases a read buffer: fn must not modify it and
-// should copy what it keeps. An error from fn stops Replay and is returned.
+// storage.ErrCorrupt. rec aliases the segment's read buffer: fn must not
+// modify it. Replay reads every segment into a new buffer and never reuses
+// it, so fn may keep rec (ReplayWith: if read returns a new buffer each
+// time). An error from fn stops Replay and is returned.
 // An empty range (from > to) reads nothing.
 func Replay(ctx context.Context, store *storage.Storage, job string, segs []Segment, from, to int64,
 	fn func(seq int64, rec []byte) error) error {

@@ -187,7 +187,9 @@ func (b *ChangelogBackend) Close() error { return b.inner.Close() }
 
 // AddRestored takes one restored record, in log order. Records outside the
 // backend's key groups are dropped (rescaling); state records wait for
-// their state's registration. rec is copied.
+// their state's registration. rec is kept, not copied: it must not be
+// modified afterwards (replay hands out slices of a freshly read segment
+// file, which nothing else writes to).
 func (b *ChangelogBackend) AddRestored(rec []byte) error {
 	r, err := parseRecord(rec)
 	if err != nil {
@@ -196,7 +198,7 @@ func (b *ChangelogBackend) AddRestored(rec []byte) error {
 	if s, e := b.inner.KeyGroupRange(); r.kg < s || r.kg > e {
 		return nil
 	}
-	b.pending[r.name] = append(b.pending[r.name], slices.Clone(rec))
+	b.pending[r.name] = append(b.pending[r.name], rec[:len(rec):len(rec)])
 	return nil
 }
 

@@ -50,7 +50,7 @@ func (r *RestoredState) ReadFile(h storage.FileHandle) ([]byte, error) {
 		return nil, err
 	}
 	defer rc.Close()
-	return io.ReadAll(rc)
+	return storage.ReadAllSized(rc, h.Size)
 }
 
 // NativeRestore is one old subtask's native snapshot.

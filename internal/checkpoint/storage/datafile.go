@@ -125,7 +125,28 @@ func (s *Storage) ReadFile(ctx context.Context, job string, h FileHandle) ([]byt
 		return nil, err
 	}
 	defer r.Close()
-	return io.ReadAll(r)
+	return ReadAllSized(r, h.Size)
+}
+
+// ReadAllSized is io.ReadAll for a reader of about size bytes (a file's
+// recorded size): it reads into one buffer of that size instead of growing
+// one, up to 64 MiB up front so that a corrupt size cannot make it allocate
+// without bound.
+func ReadAllSized(r io.Reader, size int64) ([]byte, error) {
+	buf := make([]byte, 0, min(max(size, 0), 64<<20)+1) // +1: room to see EOF
+	for {
+		if len(buf) == cap(buf) {
+			buf = append(buf, 0)[:len(buf)]
+		}
+		n, err := r.Read(buf[len(buf):cap(buf)])
+		buf = buf[:len(buf)+n]
+		if errors.Is(err, io.EOF) {
+			return buf, nil
+		}
+		if err != nil {
+			return nil, err
+		}
+	}
 }
 
 type verifyingReader struct {

@@ -28,6 +28,7 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"runtime/pprof"
 	"strings"
 	"sync"
 	"syscall"
@@ -76,6 +77,9 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 	root.SetOut(a.stdout)
 	root.SetErr(a.stderr)
 	cmd, err := root.ExecuteContextC(ctx)
+	if a.stopProfile != nil {
+		a.stopProfile()
+	}
 	if err == nil {
 		return ExitOK
 	}
@@ -89,6 +93,10 @@ type app struct {
 	registry       *jobs.Registry
 
 	logFormat, logLevel string
+	// cpuProfile is the file --cpuprofile names; stopProfile ends the
+	// profile once the command returned.
+	cpuProfile  string
+	stopProfile func()
 
 	// flagProblems are the malformed flag values seen while parsing, in
 	// order; badFlags holds the names of those flags. Only the flags of
@@ -117,6 +125,25 @@ configuration problems, 130 interrupted by SIGINT or SIGTERM.`,
 	pf := root.PersistentFlags()
 	pf.StringVar(&a.logFormat, "log-format", "text", "format of the logs on standard error: text or json")
 	pf.StringVar(&a.logLevel, "log-level", "info", "least severe level logged: debug, info, warn or error")
+	pf.StringVar(&a.cpuProfile, "cpuprofile", "", "write a CPU profile of the command to this file (go tool pprof reads it)")
+	root.PersistentPreRunE = func(*cobra.Command, []string) error {
+		if a.cpuProfile == "" {
+			return nil
+		}
+		f, err := os.Create(a.cpuProfile)
+		if err != nil {
+			return usageError(fmt.Errorf("--cpuprofile: %w", err))
+		}
+		if err := pprof.StartCPUProfile(f); err != nil {
+			f.Close()
+			return usageError(fmt.Errorf("--cpuprofile: %w", err))
+		}
+		a.stopProfile = func() {
+			pprof.StopCPUProfile()
+			f.Close()
+		}
+		return nil
+	}
 	root.SetFlagErrorFunc(a.flagError)
 	root.AddCommand(a.runCommand(), a.jobsCommand(), a.configCommand(), a.benchCommand())
 	root.AddCommand(a.checkpointsCommand())

@@ -274,7 +274,7 @@ func (cl *changelogRuntime) logTimer(op byte, t timer.Timer) {
 	b = append(b, t.Namespace...)
 	b = binary.LittleEndian.AppendUint64(b, uint64(t.Timestamp))
 	cl.recBuf = b
-	if _, err := cl.w.Append(b); err != nil {
+	if err := cl.cb.AppendRaw(b); err != nil {
 		cl.rt.op.Fail(fmt.Errorf("changelog: %w", err))
 	}
 }
@@ -354,6 +354,9 @@ func (cl *changelogRuntime) schedule() {
 // it): after a restore there is no other base.
 func (cl *changelogRuntime) materialize(first bool) error {
 	rt := cl.rt
+	if err := cl.cb.Flush(); err != nil {
+		return fmt.Errorf("changelog: %w", err)
+	}
 	cl.nextID++
 	m := &materialization{id: cl.nextID, seq: cl.w.LastSeq(), done: make(chan struct{}), start: time.Now()}
 	cl.metrics.started.Add(1)
@@ -376,7 +379,7 @@ func (cl *changelogRuntime) materialize(first bool) error {
 	// Records of states not registered yet are not in the snapshot: they
 	// go on after it.
 	for _, rec := range cl.cb.Pending() {
-		if _, err := cl.w.Append(rec); err != nil {
+		if err := cl.cb.AppendRaw(rec); err != nil {
 			return fmt.Errorf("changelog: %w", err)
 		}
 	}
@@ -537,6 +540,9 @@ func (cl *changelogRuntime) failed(m *materialization, first bool, err error) er
 func (cl *changelogRuntime) snapshot(id int64, s *task.OperatorSnapshot) error {
 	if cl.w == nil {
 		return cl.snapshotPending(s)
+	}
+	if err := cl.cb.Flush(); err != nil {
+		return fmt.Errorf("changelog: %w", err)
 	}
 	base, upTo := cl.cur, cl.w.LastSeq()
 	if base == nil {

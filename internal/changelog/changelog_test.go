@@ -3,10 +3,12 @@ package changelog_test
 import (
 	"bytes"
 	"context"
+	"encoding/binary"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -583,5 +585,61 @@ func BenchmarkAppend(b *testing.B) {
 	b.StopTimer()
 	if err := w.Close(); err != nil {
 		b.Fatal(err)
+	}
+}
+
+// AppendFramed numbers framed records like Append one by one, interleaves
+// with Append, cuts batches at the size threshold inside a chunk, and
+// replays the same records.
+func TestAppendFramed(t *testing.T) {
+	s, _ := newStore(t)
+	w := newWriter(t, s, changelog.Config{PersistDelay: -1, PersistSizeThreshold: 256, PreemptivePersistThreshold: -1})
+	var want [][]byte
+	var frames []byte
+	for i := range 40 {
+		rec := []byte(fmt.Sprintf("framed-%02d-%s", i, strings.Repeat("x", i)))
+		want = append(want, rec)
+		frames = binary.AppendUvarint(frames, uint64(len(rec)))
+		frames = append(frames, rec...)
+	}
+	last, err := w.AppendFramed(frames)
+	if err != nil || last != 40 {
+		t.Fatalf("AppendFramed: last %d, %v; want 40", last, err)
+	}
+	if seq, err := w.Append([]byte("single")); err != nil || seq != 41 {
+		t.Fatalf("Append after frames: %d, %v; want 41", seq, err)
+	}
+	want = append(want, []byte("single"))
+	if last, err := w.AppendFramed(nil); err != nil || last != 41 {
+		t.Fatalf("AppendFramed(nil): %d, %v", last, err)
+	}
+	segs, err := w.Persist(ctx, 1, 41)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(segs) < 3 {
+		t.Fatalf("segments %s: want the 256-byte threshold to cut inside the chunk", ranges(segs))
+	}
+	var got [][]byte
+	err = changelog.Replay(ctx, s, job, segs, 1, 41, func(seq int64, rec []byte) error {
+		if seq != int64(len(got))+1 {
+			t.Fatalf("record %d delivered as %d", len(got)+1, seq)
+		}
+		got = append(got, bytes.Clone(rec))
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != len(want) {
+		t.Fatalf("replayed %d records, want %d", len(got), len(want))
+	}
+	for i := range want {
+		if !bytes.Equal(got[i], want[i]) {
+			t.Fatalf("record %d: %q, want %q", i+1, got[i], want[i])
+		}
+	}
+	if _, err := w.AppendFramed([]byte{0x05, 'a'}); err == nil {
+		t.Fatal("AppendFramed took a frame longer than its bytes")
 	}
 }

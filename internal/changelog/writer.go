@@ -194,12 +194,46 @@ func segmentName(prefix string, n int64) string {
 func (w *Writer) Append(rec []byte) (int64, error) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
+	if err := w.admitLocked(); err != nil {
+		return 0, err
+	}
+	return w.addLocked(nil, rec), nil
+}
+
+// AppendFramed adds the records of frames, each uvarint(len) followed by
+// len bytes, in order, as Append would one by one but under one lock, and
+// returns the sequence number of the last. A caller appending many small
+// records (the changelog backend, per state write) collects them so.
+func (w *Writer) AppendFramed(frames []byte) (int64, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if err := w.admitLocked(); err != nil {
+		return 0, err
+	}
+	for len(frames) > 0 {
+		l, n := binary.Uvarint(frames)
+		if n <= 0 || l > uint64(len(frames)-n) {
+			return w.next - 1, errors.New("changelog: AppendFramed: malformed frames")
+		}
+		end := n + int(l)
+		w.addLocked(frames[:end], nil)
+		frames = frames[end:]
+	}
+	return w.next - 1, nil
+}
+
+// admitLocked waits while too much is in flight and reports whether the
+// Writer still takes records.
+func (w *Writer) admitLocked() error {
 	for w.err == nil && !w.closed && w.cfg.MaxInFlight > 0 && w.inFlight > w.cfg.MaxInFlight {
 		w.space.Wait()
 	}
-	if err := w.usableLocked(); err != nil {
-		return 0, err
-	}
+	return w.usableLocked()
+}
+
+// addLocked adds one record, given either framed (uvarint(len) and the
+// bytes) or as rec, to the open batch, and returns its sequence number.
+func (w *Writer) addLocked(framed, rec []byte) int64 {
 	seq := w.next
 	w.next++
 	b := w.open
@@ -214,14 +248,18 @@ func (w *Writer) Append(rec []byte) (int64, error) {
 		}
 	}
 	b.buf = binary.AppendUvarint(b.buf, uint64(seq))
-	b.buf = binary.AppendUvarint(b.buf, uint64(len(rec)))
-	b.buf = append(b.buf, rec...)
+	if framed != nil {
+		b.buf = append(b.buf, framed...)
+	} else {
+		b.buf = binary.AppendUvarint(b.buf, uint64(len(rec)))
+		b.buf = append(b.buf, rec...)
+	}
 	b.to = seq
 	w.stats.Records++
 	if w.cut > 0 && int64(len(b.buf)) >= w.cut {
 		w.cutLocked()
 	}
-	return seq, nil
+	return seq
 }
 
 // maxFree is how many uploaded batch buffers a Writer keeps for reuse: at

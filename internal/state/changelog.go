@@ -62,6 +62,19 @@ type ChangeLog interface {
 	Append(rec []byte) (seq int64, err error)
 }
 
+// FramedLog is a ChangeLog that also takes many records at once: frames
+// is a sequence of uvarint(len) and len bytes, copied. A ChangelogBackend
+// whose log is a FramedLog collects records and hands them over in chunks
+// (see Flush), which spares a lock per state write.
+type FramedLog interface {
+	ChangeLog
+	AppendFramed(frames []byte) (last int64, err error)
+}
+
+// flushSize is how many bytes of records a ChangelogBackend collects before
+// it hands them to a FramedLog.
+const flushSize = 32 << 10
+
 // Operation codes of state records.
 const (
 	opValueUpdate byte = 0x01 + iota
@@ -136,10 +149,12 @@ func (c *ReplayClock) unpin()         { c.set = false }
 // records (a job restoring a changelog checkpoint with the changelog off).
 // Like every Backend it is used from one goroutine.
 type ChangelogBackend struct {
-	inner Backend
-	log   ChangeLog
-	clock *ReplayClock
-	buf   []byte
+	inner  Backend
+	log    ChangeLog
+	framed FramedLog // log, if it takes frames
+	local  []byte    // records collected for framed, not handed over yet
+	clock  *ReplayClock
+	buf    []byte
 
 	pending  map[string][][]byte // restored records of unregistered states, in log order
 	replayed int64               // restored records applied so far
@@ -150,14 +165,42 @@ var _ Backend = (*ChangelogBackend)(nil)
 // NewChangelogBackend wraps inner, which must have been created with
 // clock.Now as its Options.Clock. log may be nil (replay only).
 func NewChangelogBackend(inner Backend, clock *ReplayClock, log ChangeLog) *ChangelogBackend {
-	return &ChangelogBackend{inner: inner, log: log, clock: clock, pending: map[string][][]byte{}}
+	b := &ChangelogBackend{inner: inner, clock: clock, pending: map[string][][]byte{}}
+	b.SetLog(log)
+	return b
 }
 
 // Inner returns the wrapped backend (to snapshot it).
 func (b *ChangelogBackend) Inner() Backend { return b.inner }
 
-// SetLog sets the log (nil: stop logging).
-func (b *ChangelogBackend) SetLog(log ChangeLog) { b.log = log }
+// SetLog sets the log (nil: stop logging). Records collected for the
+// previous log must have been flushed.
+func (b *ChangelogBackend) SetLog(log ChangeLog) {
+	b.log = log
+	b.framed, _ = log.(FramedLog)
+	b.local = b.local[:0]
+}
+
+// Flush hands the records collected so far to the log. Call it before
+// reading the log's last sequence number (a checkpoint, a materialization):
+// until then a FramedLog has not seen them.
+func (b *ChangelogBackend) Flush() error {
+	if len(b.local) == 0 || b.framed == nil {
+		return nil
+	}
+	_, err := b.framed.AppendFramed(b.local)
+	b.local = b.local[:0]
+	return err
+}
+
+// AppendRaw logs a record of another layer (a timer change, whose op code
+// is FirstForeignOp or above), in order with the state's records.
+func (b *ChangelogBackend) AppendRaw(rec []byte) error {
+	if b.log == nil {
+		return nil
+	}
+	return b.push(rec)
+}
 
 // Logging reports whether changes are logged.
 func (b *ChangelogBackend) Logging() bool { return b.log != nil }
@@ -293,11 +336,23 @@ func (b *ChangelogBackend) begin(op byte, name string, ns []byte, ttl bool, ts i
 	return buf
 }
 
-// emit appends the record built in rec.
+// emit appends the record built in rec (b.buf's array, kept for the next).
 func (b *ChangelogBackend) emit(rec []byte) error {
 	b.buf = rec
-	_, err := b.log.Append(rec)
-	return err
+	return b.push(rec)
+}
+
+func (b *ChangelogBackend) push(rec []byte) error {
+	if b.framed == nil {
+		_, err := b.log.Append(rec)
+		return err
+	}
+	b.local = binary.AppendUvarint(b.local, uint64(len(rec)))
+	b.local = append(b.local, rec...)
+	if len(b.local) >= flushSize {
+		return b.Flush()
+	}
+	return nil
 }
 
 // replayer applies restored records of one registered state.

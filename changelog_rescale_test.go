@@ -5,13 +5,18 @@ import (
 	"errors"
 	"fmt"
 	"path/filepath"
+	"strconv"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/weirstream/weir"
 	"github.com/weirstream/weir/internal/checkpoint/metadata"
 	"github.com/weirstream/weir/internal/checkpoint/storage"
+	"github.com/weirstream/weir/internal/runner"
+	"github.com/weirstream/weir/sink"
+	"github.com/weirstream/weir/source"
 )
 
 // A changelog checkpoint resumes at another parallelism and on the other
@@ -116,4 +121,112 @@ func TestChangelogMetrics(t *testing.T) {
 		last.LastFullSizeNonMaterialized == 0 && last.LastFullSizeMaterialized == 0 {
 		t.Errorf("last checkpoint's changelog metrics: %+v (a materialization seen: %v)", last, withMat)
 	}
+}
+
+// A subtask that fails while one of its checkpoints waits for the first
+// materialization after a restore (still uploading) does not hang the job:
+// the waiting asynchronous phase learns the materialization's outcome from
+// the upload itself, not from the failed task's mailbox. The job restarts
+// and its output stays exactly once.
+func TestChangelogFailureWhileFirstMaterializationUploads(t *testing.T) {
+	dir := t.TempDir()
+	const n, keys = 60_000, 97
+	out := filepath.Join(dir, "out")
+	var failSubtask atomic.Int32
+	run := func(changelog bool, restore string, stopAfter int64, h weir.TestHooks, fail *atomic.Bool) (runner.Result, error) {
+		opts := weir.Options{Parallelism: 2, StateDir: filepath.Join(dir, "state"), Logger: quietLogger(t),
+			Checkpoint: weir.CheckpointOptions{Interval: 10 * time.Millisecond, Dir: filepath.Join(dir, "chk"), RestorePath: restore},
+			Changelog:  weir.ChangelogOptions{Enabled: changelog, MaterializeInterval: time.Hour},
+			Restart:    weir.RestartOptions{Type: "fixed-delay", FixedDelayAttempts: 3, FixedDelay: 10 * time.Millisecond}}
+		ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+		defer cancel()
+		var done atomic.Int64
+		completed := h.Completed
+		h.Completed = func(id int64, cp *metadata.Checkpoint) {
+			if completed != nil {
+				completed(id, cp)
+			}
+			if stopAfter > 0 && done.Add(1) == stopAfter {
+				cancel()
+			}
+		}
+		weir.SetTestHooks(&opts, h)
+		env := weir.NewEnvironment(opts)
+		nums := weir.FromSource(env, source.Sequence(0, n-1)).UID("numbers")
+		slow := weir.Map(nums, func(i int64) int64 {
+			if i%100 == 0 {
+				time.Sleep(500 * time.Microsecond)
+			}
+			return i
+		}).UID("slow")
+		counts := weir.KeyedProcess(weir.KeyBy(slow, func(i int64) int64 { return i % keys }),
+			func() weir.KeyedProcessFunction[int64, int64, string] {
+				var count *weir.ValueState[int64]
+				return weir.KeyedProcessFunc[int64, int64, string](func(ctx *weir.KeyedContext[int64, string], i int64) error {
+					if count == nil {
+						var err error
+						if count, err = weir.GetValueState(ctx, weir.ValueStateDescriptor[int64]{Name: "count"}); err != nil {
+							return err
+						}
+					}
+					if fail != nil && failSubtask.Load() == int32(ctx.Subtask()) && fail.CompareAndSwap(true, false) {
+						return errors.New("injected failure while the first materialization uploads")
+					}
+					c, _ := count.Value()
+					c++
+					count.Update(c)
+					ctx.Emit(strconv.FormatInt(ctx.CurrentKey(), 10) + "," + strconv.FormatInt(c, 10))
+					return nil
+				})
+			}).UID("count")
+		weir.SinkTo(counts, sink.Files(out, func(s string) string { return s })).UID("sink")
+		res, err := env.ExecuteResult(ctx, "counter")
+		if ctx.Err() == context.DeadlineExceeded {
+			t.Fatalf("the job did not end within 60 s (hung?)")
+		}
+		return res, err
+	}
+	// A checkpoint without the changelog: the resumed run cannot build on
+	// it and materializes at once.
+	if _, err := run(false, "", 3, weir.TestHooks{}, nil); !errors.Is(err, context.Canceled) {
+		t.Fatalf("first run: %v, want it canceled after 3 checkpoints", err)
+	}
+	var (
+		fail    atomic.Bool
+		held    atomic.Int32
+		waiting sync.Map // subtask of the count vertex (1) -> an asynchronous phase started
+	)
+	h := weir.TestHooks{
+		Upload: func(vertex, subtask int, id int64) error {
+			if vertex == 1 {
+				waiting.Store(subtask, true)
+			}
+			return nil
+		},
+		Materialize: func(uid string, subtask int, id int64) error {
+			if uid != "count" || held.Add(1) > 1 {
+				return nil
+			}
+			// Wait until this subtask's asynchronous phase of a checkpoint
+			// started (it now waits for this materialization), make this
+			// subtask's count function fail, and keep uploading a while.
+			for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); time.Sleep(time.Millisecond) {
+				if _, ok := waiting.Load(subtask); ok {
+					break
+				}
+			}
+			failSubtask.Store(int32(subtask))
+			fail.Store(true)
+			time.Sleep(time.Second)
+			return nil
+		},
+	}
+	res, err := run(true, weir.RestoreLatest, 0, h, &fail)
+	if err != nil {
+		t.Fatalf("resumed run: %v", err)
+	}
+	if res.Restarts < 1 || fail.Load() {
+		t.Errorf("%d restarts (failure pending: %v), want the injected failure to restart the job", res.Restarts, fail.Load())
+	}
+	checkCounterOutput(t, out, n, keys)
 }

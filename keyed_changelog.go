@@ -373,6 +373,7 @@ func (cl *changelogRuntime) materialize(first bool) error {
 		snap, err = state.TakeSnapshot(inner)
 	}
 	if err != nil {
+		m.err = err
 		close(m.done)
 		return cl.failed(m, first, err)
 	}
@@ -402,6 +403,11 @@ func (cl *changelogRuntime) materialize(first bool) error {
 	go func() {
 		defer cl.wg.Done()
 		err := cl.upload(m, snap, ns, timers, reuse)
+		// Checkpoints waiting for this materialization learn its outcome
+		// here, not on the task goroutine: a task that failed waits for
+		// their asynchronous phases and serves no more mail.
+		m.err = err
+		close(m.done)
 		rt.op.Post(func() error { return cl.materialized(m, first, err) })
 	}()
 	return nil
@@ -487,11 +493,8 @@ func (cl *changelogRuntime) materialized(m *materialization, first bool, err err
 	}
 	cl.running = nil
 	if err != nil {
-		m.err = err
-		close(m.done)
 		return cl.failed(m, first, err)
 	}
-	close(m.done)
 	cl.failures = 0
 	d := time.Since(m.start)
 	cl.metrics.completed.Add(1)

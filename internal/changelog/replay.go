@@ -79,7 +79,9 @@ func scan(data []byte, s Segment, from, to int64, fn func(int64, []byte) error) 
 	if len(data) < len(Magic) || string(data[:len(Magic)]) != Magic {
 		return corrupt("bad magic")
 	}
-	recs := make([]span, 0, s.To-s.From+1)
+	// A record takes at least 2 bytes: a corrupt range cannot make this
+	// allocate more than the file.
+	recs := make([]span, 0, min(s.To-s.From+1, int64(len(data)/2)))
 	p := data[len(Magic):]
 	off := len(Magic)
 	want := s.From

@@ -154,6 +154,16 @@ type batch struct {
 	stop     chan struct{} // closed when cut: ends the delay timer
 }
 
+// uploaded reports whether the segment's upload has ended.
+func (s *segment) uploaded() bool {
+	select {
+	case <-s.done:
+		return true
+	default:
+		return false
+	}
+}
+
 type segment struct {
 	from, to int64
 	name     string
@@ -482,13 +492,15 @@ func (w *Writer) Persist(ctx context.Context, from, upTo int64) ([]Segment, erro
 
 // Truncate forgets, in memory, the segments that hold only records before
 // `before` (typically once no checkpoint will need them) and returns their
-// names. It does not delete files; that is the checkpoint layer's job.
+// names. A segment still uploading is kept (and the ones after it), so that
+// the caller never deletes a file the upload is about to create; a later
+// Truncate returns it. It does not delete files; that is the checkpoint layer's job.
 func (w *Writer) Truncate(before int64) []string {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	i := 0
 	var names []string
-	for i < len(w.segs) && w.segs[i].to < before {
+	for i < len(w.segs) && w.segs[i].to < before && w.segs[i].uploaded() {
 		names = append(names, w.segs[i].name)
 		i++
 	}

@@ -605,7 +605,7 @@ func TestCheckpointsInspectChangelog(t *testing.T) {
 	c := metadata.Checkpoint{Job: job, ID: 5, Bytes: 50, Operators: []metadata.Operator{{UID: "c", Parallelism: 2, MaxParallelism: 128,
 		Subtasks: []metadata.Subtask{
 			{KeyGroupEnd: 63, Keyed: &mat, Timers: &tmr, Changelog: &metadata.ChangelogState{
-				Materialization: 2, MaterializedSeq: 100, From: 1, To: 30,
+				Materialization: 2, MaterializedSeq: 0, From: 1, To: 30,
 				Segments: []metadata.LogSegment{{File: seg, From: 1, To: 30}},
 				Earlier:  []metadata.LogRange{{From: 101, To: 120, Segments: []metadata.LogSegment{{File: old, From: 95, To: 120}}}},
 			}},

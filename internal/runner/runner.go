@@ -433,6 +433,11 @@ type driver struct {
 
 	meta     chan metaResult
 	writing  map[int64]chan struct{} // _metadata writes in flight, closed when done
+	// deleted holds, for aborted checkpoints whose _metadata was being
+	// written, the outcome of deleting chk-<id>: until it is deleted the
+	// checkpoint may look complete, so the tasks are told of the abort
+	// (and delete the files only it referenced) only then.
+	deleted map[int64]*deletion
 	pending  map[int64]*metadata.Checkpoint
 	triggers map[int64]time.Time
 
@@ -673,7 +678,7 @@ func (d *driver) apply() {
 					free = r.shared.release(cp)
 				}
 				delete(r.metas, id)
-				d.deleteCheckpoint(id, nil, free)
+				d.deleteCheckpoint(id, nil, free, nil)
 			}
 		case coordinator.Aborted:
 			args := []any{"checkpoint", a.ID, "reason", a.Reason.String()}
@@ -696,10 +701,29 @@ func (d *driver) apply() {
 		case coordinator.CleanupFiles:
 			delete(d.pending, a.ID)
 			delete(d.triggers, a.ID)
-			d.deleteCheckpoint(a.ID, d.writing[a.ID], d.unreferencedNew(d.acked[a.ID]))
+			var deleted *deletion
+			if d.writing[a.ID] != nil {
+				deleted = d.deletion(a.ID)
+			}
+			d.deleteCheckpoint(a.ID, d.writing[a.ID], d.unreferencedNew(d.acked[a.ID]), deleted)
 			delete(d.acked, a.ID)
 		case coordinator.NotifyAborted:
-			d.job.NotifyCheckpointAborted(a.ID)
+			if d.writing[a.ID] == nil {
+				d.job.NotifyCheckpointAborted(a.ID)
+				break
+			}
+			// Its _metadata is being written: tell the tasks once chk-<id>
+			// is gone (never, if it cannot be deleted; the files then stay
+			// until the sweep after the attempt, which sees it complete).
+			id, deleted, job := a.ID, d.deletion(a.ID), d.job
+			r.bg.Add(1)
+			go func() {
+				defer r.bg.Done()
+				<-deleted.done
+				if deleted.ok {
+					job.NotifyCheckpointAborted(id)
+				}
+			}()
 		case coordinator.DiscardState:
 			r.log.Info(a.Message)
 			if states, ok := a.Handle.([]task.OperatorState); ok {
@@ -764,11 +788,31 @@ func cleanupContext() (context.Context, context.CancelFunc) {
 	return context.WithTimeout(context.Background(), cleanupTimeout)
 }
 
+// deletion is the outcome of deleting an aborted checkpoint's directory:
+// done is closed when the attempt ended, ok says whether it succeeded.
+type deletion struct {
+	done chan struct{}
+	ok   bool
+}
+
+// deletion returns the deletion of the aborted checkpoint id's directory.
+func (d *driver) deletion(id int64) *deletion {
+	if d.deleted == nil {
+		d.deleted = map[int64]*deletion{}
+	}
+	del := d.deleted[id]
+	if del == nil {
+		del = &deletion{done: make(chan struct{})}
+		d.deleted[id] = del
+	}
+	return del
+}
+
 // deleteCheckpoint deletes chk-id in the background, after wait (an
 // in-flight _metadata write) is closed, and then the shared files in free:
 // in that order, so that a crash in between never leaves a complete
-// checkpoint without its files.
-func (d *driver) deleteCheckpoint(id int64, wait chan struct{}, free []string) {
+// checkpoint without its files. deleted, if not nil, learns the outcome.
+func (d *driver) deleteCheckpoint(id int64, wait chan struct{}, free []string, deleted *deletion) {
 	r := d.r
 	r.bg.Add(1)
 	go func() {
@@ -778,7 +822,12 @@ func (d *driver) deleteCheckpoint(id int64, wait chan struct{}, free []string) {
 		}
 		ctx, cancel := cleanupContext()
 		defer cancel()
-		if err := r.cfg.Storage.DeleteCheckpoint(ctx, r.cfg.JobDir, id); err != nil {
+		err := r.cfg.Storage.DeleteCheckpoint(ctx, r.cfg.JobDir, id)
+		if deleted != nil {
+			deleted.ok = err == nil
+			close(deleted.done)
+		}
+		if err != nil {
 			r.log.Warn("could not delete a checkpoint's files", "checkpoint", id, "err", err)
 			return // keep its shared files: the checkpoint may still be complete
 		}

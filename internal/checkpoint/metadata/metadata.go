@@ -348,6 +348,45 @@ func (c *Checkpoint) validate() error {
 			if st.KeyGroupStart < 0 || st.KeyGroupEnd >= op.MaxParallelism || st.KeyGroupStart > st.KeyGroupEnd+1 {
 				return fmt.Errorf("operator %q subtask %d: key groups %d..%d outside 0..%d", op.UID, st.Index, st.KeyGroupStart, st.KeyGroupEnd, op.MaxParallelism-1)
 			}
+			if err := st.validateLog(); err != nil {
+				return fmt.Errorf("operator %q subtask %d: %w", op.UID, st.Index, err)
+			}
+		}
+	}
+	return nil
+}
+
+// validateLog checks the sequence ranges of the subtask's changelog parts:
+// each range is empty (From = To+1) or From <= To with From >= 1, and every
+// segment holds a non-empty range of positive sequence numbers.
+func (st *Subtask) validateLog() error {
+	check := func(what string, from, to int64, segs []LogSegment) error {
+		if from < 1 || from > to+1 {
+			return fmt.Errorf("%s: bad record range %d..%d", what, from, to)
+		}
+		for _, g := range segs {
+			if g.From < 1 || g.From > g.To {
+				return fmt.Errorf("%s: segment %s has a bad record range %d..%d", what, g.File.Path, g.From, g.To)
+			}
+		}
+		return nil
+	}
+	if p := st.Pending; p != nil {
+		if err := check("pending changelog records", p.From, p.To, []LogSegment{*p}); err != nil {
+			return err
+		}
+	}
+	if c := st.Changelog; c != nil {
+		if c.MaterializedSeq < 0 || c.From != c.MaterializedSeq+1 {
+			return fmt.Errorf("changelog: records from %d after materialized record %d", c.From, c.MaterializedSeq)
+		}
+		if err := check("changelog", c.From, c.To, c.Segments); err != nil {
+			return err
+		}
+		for _, e := range c.Earlier {
+			if err := check("earlier changelog", e.From, e.To, e.Segments); err != nil {
+				return err
+			}
 		}
 	}
 	return nil

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"reflect"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/weirstream/weir/internal/checkpoint/storage"
@@ -308,5 +309,41 @@ func TestOperator(t *testing.T) {
 	op.Name = "renamed"
 	if c.Operators[0].Name != "renamed" {
 		t.Error("Operator returned a copy, want a pointer into Operators")
+	}
+}
+
+// Changelog ranges that could make a restore misbehave are refused when
+// the metadata is decoded.
+func TestDecodeRejectsBadChangelogRanges(t *testing.T) {
+	seg := func(from, to int64) LogSegment {
+		return LogSegment{File: storage.FileHandle{Path: "shared/x.log", Size: 10}, From: from, To: to}
+	}
+	for name, cl := range map[string]*ChangelogState{
+		"from not after materialized": {MaterializedSeq: 5, From: 3, To: 9, Segments: []LogSegment{seg(3, 9)}},
+		"range backwards":             {MaterializedSeq: 0, From: 1, To: -5},
+		"segment backwards":           {MaterializedSeq: 0, From: 1, To: 9, Segments: []LogSegment{seg(9, 1)}},
+		"huge segment":                {MaterializedSeq: 0, From: 1, To: 9, Segments: []LogSegment{seg(0, 1 << 60)}},
+		"earlier zero":                {MaterializedSeq: 0, From: 1, To: 0, Earlier: []LogRange{{From: 0, To: 3}}},
+	} {
+		t.Run(name, func(t *testing.T) {
+			c := &Checkpoint{ID: 1, Operators: []Operator{{UID: "op", Parallelism: 1, MaxParallelism: 128,
+				Subtasks: []Subtask{{KeyGroupEnd: 127, Changelog: cl}}}}}
+			payload, err := Encode(c)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, err := Decode(payload); err == nil || !strings.Contains(err.Error(), "changelog") {
+				t.Fatalf("Decode: %v, want an error about the changelog", err)
+			}
+		})
+	}
+	ok := &Checkpoint{ID: 1, Operators: []Operator{{UID: "op", Parallelism: 1, MaxParallelism: 128,
+		Subtasks: []Subtask{{KeyGroupEnd: 127, Changelog: &ChangelogState{MaterializedSeq: 4, From: 5, To: 4}}}}}}
+	payload, err := Encode(ok)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Decode(payload); err != nil {
+		t.Fatalf("an empty log range: %v", err)
 	}
 }

@@ -431,13 +431,13 @@ type driver struct {
 	coord *coordinator.Coordinator
 	names map[coordinator.TaskID]string
 
-	meta     chan metaResult
-	writing  map[int64]chan struct{} // _metadata writes in flight, closed when done
+	meta    chan metaResult
+	writing map[int64]chan struct{} // _metadata writes in flight, closed when done
 	// deleted holds, for aborted checkpoints whose _metadata was being
 	// written, the outcome of deleting chk-<id>: until it is deleted the
 	// checkpoint may look complete, so the tasks are told of the abort
 	// (and delete the files only it referenced) only then.
-	deleted map[int64]*deletion
+	deleted  map[int64]*deletion
 	pending  map[int64]*metadata.Checkpoint
 	triggers map[int64]time.Time
 

@@ -322,7 +322,7 @@ func TestDecodeRejectsBadChangelogRanges(t *testing.T) {
 		"from not after materialized": {MaterializedSeq: 5, From: 3, To: 9, Segments: []LogSegment{seg(3, 9)}},
 		"range backwards":             {MaterializedSeq: 0, From: 1, To: -5},
 		"segment backwards":           {MaterializedSeq: 0, From: 1, To: 9, Segments: []LogSegment{seg(9, 1)}},
-		"huge segment":                {MaterializedSeq: 0, From: 1, To: 9, Segments: []LogSegment{seg(0, 1 << 60)}},
+		"huge segment":                {MaterializedSeq: 0, From: 1, To: 9, Segments: []LogSegment{seg(0, 1<<60)}},
 		"earlier zero":                {MaterializedSeq: 0, From: 1, To: 0, Earlier: []LogRange{{From: 0, To: 3}}},
 	} {
 		t.Run(name, func(t *testing.T) {

@@ -125,7 +125,10 @@ func (o *Options) ensureDefaults() {
 		o.StateDir = filepath.Join("weir-data", "state")
 	}
 	if o.RunID == "" {
-		var b [4]byte
+		// 64 bits: a run's file names must not collide with those of an
+		// earlier run that retained checkpoints still reference (changelog
+		// segments and materializations are named after the run).
+		var b [8]byte
 		_, _ = rand.Read(b[:])
 		o.RunID = fmt.Sprintf("%x", b)
 	}

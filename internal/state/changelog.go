@@ -202,9 +202,6 @@ func (b *ChangelogBackend) AppendRaw(rec []byte) error {
 	return b.push(rec)
 }
 
-// Logging reports whether changes are logged.
-func (b *ChangelogBackend) Logging() bool { return b.log != nil }
-
 // SetCurrentKey implements Backend.
 func (b *ChangelogBackend) SetCurrentKey(key []byte, keyGroup int) {
 	b.inner.SetCurrentKey(key, keyGroup)

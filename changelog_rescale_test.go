@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"path/filepath"
-	"strconv"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -16,7 +15,6 @@ import (
 	"github.com/weirstream/weir/internal/checkpoint/storage"
 	"github.com/weirstream/weir/internal/runner"
 	"github.com/weirstream/weir/sink"
-	"github.com/weirstream/weir/source"
 )
 
 // A changelog checkpoint resumes at another parallelism and on the other
@@ -152,34 +150,10 @@ func TestChangelogFailureWhileFirstMaterializationUploads(t *testing.T) {
 		}
 		weir.SetTestHooks(&opts, h)
 		env := weir.NewEnvironment(opts)
-		nums := weir.FromSource(env, source.Sequence(0, n-1)).UID("numbers")
-		slow := weir.Map(nums, func(i int64) int64 {
-			if i%100 == 0 {
-				time.Sleep(500 * time.Microsecond)
-			}
-			return i
-		}).UID("slow")
-		counts := weir.KeyedProcess(weir.KeyBy(slow, func(i int64) int64 { return i % keys }),
-			func() weir.KeyedProcessFunction[int64, int64, string] {
-				var count *weir.ValueState[int64]
-				return weir.KeyedProcessFunc[int64, int64, string](func(ctx *weir.KeyedContext[int64, string], i int64) error {
-					if count == nil {
-						var err error
-						if count, err = weir.GetValueState(ctx, weir.ValueStateDescriptor[int64]{Name: "count"}); err != nil {
-							return err
-						}
-					}
-					if fail != nil && failSubtask.Load() == int32(ctx.Subtask()) && fail.CompareAndSwap(true, false) {
-						return errors.New("injected failure while the first materialization uploads")
-					}
-					c, _ := count.Value()
-					c++
-					count.Update(c)
-					ctx.Emit(strconv.FormatInt(ctx.CurrentKey(), 10) + "," + strconv.FormatInt(c, 10))
-					return nil
-				})
-			}).UID("count")
-		weir.SinkTo(counts, sink.Files(out, func(s string) string { return s })).UID("sink")
+		counterJobWith(env, n, keys, sink.Files(out, func(s string) string { return s }), counterHooks{
+			fail: func(subtask int, _ int64) bool {
+				return fail != nil && failSubtask.Load() == int32(subtask) && fail.CompareAndSwap(true, false)
+			}})
 		res, err := env.ExecuteResult(ctx, "counter")
 		if ctx.Err() == context.DeadlineExceeded {
 			t.Fatalf("the job did not end within 60 s (hung?)")

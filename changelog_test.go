@@ -1,12 +1,10 @@
 package weir_test
 
 import (
-	"bufio"
 	"context"
 	"errors"
 	"fmt"
 	"math"
-	"os"
 	"path"
 	"path/filepath"
 	"regexp"
@@ -342,7 +340,7 @@ func (e *clEnv) run(c clCfg) clResult {
 	if c.build != nil {
 		c.build(env, &c, out)
 	} else {
-		clCounterJob(env, c.n, c.keys, out, c.throttle)
+		counterJobWith(env, c.n, c.keys, out, counterHooks{throttle: c.throttle})
 	}
 	res, err := env.ExecuteResult(ctx, e.job)
 	if errors.Is(err, context.DeadlineExceeded) || errors.Is(ctx.Err(), context.DeadlineExceeded) {
@@ -351,38 +349,6 @@ func (e *clEnv) run(c clCfg) clResult {
 	mu.Lock()
 	defer mu.Unlock()
 	return clResult{res: res, err: err, cps: cps}
-}
-
-// clCounterJob is counterJob (running count per key, "key,count" lines)
-// with a throttle.
-func clCounterJob(env *weir.Environment, n, keys int64, out weir.Sink[string], throttle func(int64) bool) {
-	nums := weir.FromSource(env, source.Sequence(0, n-1)).UID("numbers")
-	slow := weir.Map(nums, func(i int64) int64 {
-		if throttle != nil && throttle(i) {
-			time.Sleep(time.Millisecond)
-		} else if i%100 == 0 {
-			time.Sleep(500 * time.Microsecond)
-		}
-		return i
-	}).UID("slow")
-	counts := weir.KeyedProcess(weir.KeyBy(slow, func(i int64) int64 { return i % keys }),
-		func() weir.KeyedProcessFunction[int64, int64, string] {
-			var count *weir.ValueState[int64]
-			return weir.KeyedProcessFunc[int64, int64, string](func(ctx *weir.KeyedContext[int64, string], i int64) error {
-				if count == nil { // registered lazily: restored records wait for it
-					var err error
-					if count, err = weir.GetValueState(ctx, weir.ValueStateDescriptor[int64]{Name: "count"}); err != nil {
-						return err
-					}
-				}
-				c, _ := count.Value()
-				c++
-				count.Update(c)
-				ctx.Emit(strconv.FormatInt(ctx.CurrentKey(), 10) + "," + strconv.FormatInt(c, 10))
-				return nil
-			})
-		}).UID("count")
-	weir.SinkTo(counts, out).UID("sink")
 }
 
 // throttleAfter slows the job down once `after` records went through the
@@ -681,39 +647,26 @@ func (f *clLazyFn) OnTimer(ctx *weir.KeyedContext[int64, string], _ weir.Timer) 
 // per key with its count and its records below t.
 func checkLazyOutput(t *testing.T, dir string, n, keys, low int64) {
 	t.Helper()
-	entries, err := os.ReadDir(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
 	counts := map[[2]int64]int{}
 	finals := map[int64][]string{}
-	for _, en := range entries {
-		if strings.HasPrefix(en.Name(), ".") {
-			continue
-		}
-		f, err := os.Open(filepath.Join(dir, en.Name()))
-		if err != nil {
-			t.Fatal(err)
-		}
-		sc := bufio.NewScanner(f)
-		for sc.Scan() {
-			parts := strings.Split(sc.Text(), ",")
-			nums := make([]int64, len(parts)-1)
-			for i, p := range parts[1:] {
-				if nums[i], err = strconv.ParseInt(p, 10, 64); err != nil {
-					t.Fatalf("bad line %q", sc.Text())
-				}
-			}
-			switch {
-			case parts[0] == "c" && len(nums) == 2:
-				counts[[2]int64{nums[0], nums[1]}]++
-			case parts[0] == "f" && len(nums) == 3:
-				finals[nums[0]] = append(finals[nums[0]], sc.Text())
-			default:
-				t.Fatalf("bad line %q", sc.Text())
+	lines, _ := committedLines(t, dir)
+	for _, l := range lines {
+		parts := strings.Split(l, ",")
+		nums := make([]int64, len(parts)-1)
+		for i, p := range parts[1:] {
+			var err error
+			if nums[i], err = strconv.ParseInt(p, 10, 64); err != nil {
+				t.Fatalf("bad line %q", l)
 			}
 		}
-		f.Close()
+		switch {
+		case parts[0] == "c" && len(nums) == 2:
+			counts[[2]int64{nums[0], nums[1]}]++
+		case parts[0] == "f" && len(nums) == 3:
+			finals[nums[0]] = append(finals[nums[0]], l)
+		default:
+			t.Fatalf("bad line %q", l)
+		}
 	}
 	nk := func(total, k int64) int64 {
 		c := total / keys

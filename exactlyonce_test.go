@@ -1,7 +1,6 @@
 package weir_test
 
 import (
-	"bufio"
 	"context"
 	"errors"
 	"fmt"
@@ -38,11 +37,29 @@ func (f *failingCommits) Commit(ctx weir.SinkContext, txn []byte) error {
 // "key,count" per record) over records 0..n-1 with keys keys. failAt makes
 // the count function fail once when it sees that record.
 func counterJob(env *weir.Environment, n, keys int64, out weir.Sink[string], failAt int64, failed *atomic.Bool) {
+	counterJobWith(env, n, keys, out, counterHooks{fail: func(_ int, i int64) bool {
+		return i == failAt && failed.CompareAndSwap(false, true)
+	}})
+}
+
+// counterHooks alter the counter job for a test; nil fields do nothing.
+type counterHooks struct {
+	// throttle, called per record before the keyBy, makes it sleep 1ms.
+	throttle func(i int64) bool
+	// fail makes the count function of subtask fail on record i.
+	fail func(subtask int, i int64) bool
+}
+
+// counterJobWith is counterJob with hooks. The count state is registered
+// on the first record (lazily: restored changelog records wait for it).
+func counterJobWith(env *weir.Environment, n, keys int64, out weir.Sink[string], h counterHooks) {
 	nums := weir.FromSource(env, source.Sequence(0, n-1)).UID("numbers")
 	// Slow the source down a little so that checkpoints (and failures)
 	// happen while records flow.
 	slow := weir.Map(nums, func(i int64) int64 {
-		if i%100 == 0 {
+		if h.throttle != nil && h.throttle(i) {
+			time.Sleep(time.Millisecond)
+		} else if i%100 == 0 {
 			time.Sleep(500 * time.Microsecond)
 		}
 		return i
@@ -57,7 +74,7 @@ func counterJob(env *weir.Environment, n, keys int64, out weir.Sink[string], fai
 						return err
 					}
 				}
-				if i == failAt && failed.CompareAndSwap(false, true) {
+				if h.fail != nil && h.fail(ctx.Subtask(), i) {
 					return errors.New("injected failure in a user function")
 				}
 				c, _ := count.Value()
@@ -68,6 +85,32 @@ func counterJob(env *weir.Environment, n, keys int64, out weir.Sink[string], fai
 			})
 		}).UID("count")
 	weir.SinkTo(counts, out).UID("sink")
+}
+
+// committedLines returns the lines of the committed files in dir (those
+// not hidden), with the name of the file each is from.
+func committedLines(t *testing.T, dir string) (lines, files []string) {
+	t.Helper()
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range entries {
+		if strings.HasPrefix(e.Name(), ".") {
+			continue
+		}
+		data, err := os.ReadFile(filepath.Join(dir, e.Name()))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(data) == 0 {
+			continue
+		}
+		for _, l := range strings.Split(strings.TrimSuffix(string(data), "\n"), "\n") {
+			lines, files = append(lines, l), append(files, e.Name())
+		}
+	}
+	return lines, files
 }
 
 // checkCounterOutput verifies the committed files in dir: every key k has
@@ -84,32 +127,18 @@ func checkCounterOutput(t *testing.T, dir string, n, keys int64) {
 // counts the (key, count) pairs in 1..n_k that are missing or duplicated.
 func counterOutput(t *testing.T, dir string, n, keys int64) (dups, missing, lines int) {
 	t.Helper()
-	entries, err := os.ReadDir(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
 	seen := make(map[[2]int64]int)
-	for _, e := range entries {
-		if strings.HasPrefix(e.Name(), ".") {
-			continue
+	all, files := committedLines(t, dir)
+	for i, l := range all {
+		k, c, ok := strings.Cut(l, ",")
+		ki, err1 := strconv.ParseInt(k, 10, 64)
+		ci, err2 := strconv.ParseInt(c, 10, 64)
+		if !ok || err1 != nil || err2 != nil {
+			t.Fatalf("%s: bad line %q", files[i], l)
 		}
-		f, err := os.Open(filepath.Join(dir, e.Name()))
-		if err != nil {
-			t.Fatal(err)
-		}
-		sc := bufio.NewScanner(f)
-		for sc.Scan() {
-			k, c, ok := strings.Cut(sc.Text(), ",")
-			ki, err1 := strconv.ParseInt(k, 10, 64)
-			ci, err2 := strconv.ParseInt(c, 10, 64)
-			if !ok || err1 != nil || err2 != nil {
-				t.Fatalf("%s: bad line %q", e.Name(), sc.Text())
-			}
-			seen[[2]int64{ki, ci}]++
-			lines++
-		}
-		f.Close()
+		seen[[2]int64{ki, ci}]++
 	}
+	lines = len(all)
 	for k := range keys {
 		nk := n / keys
 		if k < n%keys {

@@ -726,19 +726,17 @@ type fileLedger struct {
 	store *storage.Storage
 	job   string
 
-	mu          sync.Mutex
-	registry    map[string]bool // referenced by a completed checkpoint
-	seen        map[string]bool // referenced by some checkpoint (for sizes)
-	undecided   map[int64][]string
-	retired     map[string]bool // waiting for undecided checkpoints
-	lastDecided int64
-	aborted     map[int64]bool
-	wg          sync.WaitGroup
+	mu        sync.Mutex
+	registry  map[string]bool               // referenced by a completed checkpoint
+	seen      map[string]bool               // referenced by some checkpoint (for sizes)
+	undecided pendingByCheckpoint[[]string] // paths each undecided checkpoint references
+	retired   map[string]bool               // waiting for undecided checkpoints
+	wg        sync.WaitGroup
 }
 
 func newFileLedger(store *storage.Storage, job string) *fileLedger {
 	return &fileLedger{store: store, job: job, registry: map[string]bool{}, seen: map[string]bool{},
-		undecided: map[int64][]string{}, retired: map[string]bool{}, aborted: map[int64]bool{}}
+		undecided: newPendingByCheckpoint[[]string](), retired: map[string]bool{}}
 }
 
 // reference records that checkpoint id references files and returns the
@@ -752,7 +750,7 @@ func (l *fileLedger) reference(id int64, files []storage.FileHandle) int64 {
 			n += h.Size
 		}
 	}
-	if id <= l.lastDecided || l.aborted[id] {
+	if l.undecided.decided(id) {
 		return n
 	}
 	paths := make([]string, len(files))
@@ -760,37 +758,24 @@ func (l *fileLedger) reference(id int64, files []storage.FileHandle) int64 {
 		paths[i] = h.Path
 		l.seen[h.Path] = true
 	}
-	l.undecided[id] = paths
+	l.undecided.add(id, paths)
 	return n
 }
 
 func (l *fileLedger) complete(id int64) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	for _, p := range l.undecided[id] {
+	paths, _ := l.undecided.complete(id)
+	for _, p := range paths {
 		l.registry[p] = true
 	}
-	for cid := range l.undecided {
-		if cid <= id {
-			delete(l.undecided, cid)
-		}
-	}
-	for cid := range l.aborted {
-		if cid <= id {
-			delete(l.aborted, cid)
-		}
-	}
-	l.lastDecided = max(l.lastDecided, id)
 	l.sweepLocked()
 }
 
 func (l *fileLedger) abort(id int64) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	delete(l.undecided, id)
-	if id > l.lastDecided {
-		l.aborted[id] = true
-	}
+	l.undecided.abort(id)
 	l.sweepLocked()
 }
 
@@ -811,7 +796,7 @@ func (l *fileLedger) retire(paths []string) {
 // those a completed checkpoint referenced are left to the registry.
 func (l *fileLedger) sweepLocked() {
 	busy := map[string]bool{}
-	for _, ps := range l.undecided {
+	for _, ps := range l.undecided.values {
 		for _, p := range ps {
 			busy[p] = true
 		}
@@ -851,7 +836,7 @@ func (l *fileLedger) deleteLocked(paths []string) {
 func (l *fileLedger) closeAll(paths []string) {
 	l.mu.Lock()
 	busy := map[string]bool{}
-	for _, ps := range l.undecided {
+	for _, ps := range l.undecided.values {
 		for _, p := range ps {
 			busy[p] = true
 		}

@@ -29,19 +29,17 @@ import (
 // goroutine; the task goroutine confirms and reads.
 type uploadTracker struct {
 	mu        sync.Mutex
-	confirmed map[string]storage.FileHandle           // local name -> upload
-	pending   map[int64]map[string]storage.FileHandle // checkpoint -> uploads
-	// Checkpoints up to lastComplete, and those in aborted, are decided:
-	// uploads reported for them later (an asynchronous phase that finished
-	// after its checkpoint was aborted) are never confirmed, since the
-	// runner deletes them.
-	lastComplete int64
-	aborted      map[int64]bool
+	confirmed map[string]storage.FileHandle // local name -> upload
+	// pending are the uploads of undecided checkpoints. Uploads reported
+	// for a decided checkpoint (an asynchronous phase that finished after
+	// its checkpoint was aborted) are never confirmed: the runner deletes
+	// them.
+	pending pendingByCheckpoint[map[string]storage.FileHandle]
 }
 
 func newUploadTracker() *uploadTracker {
-	return &uploadTracker{confirmed: map[string]storage.FileHandle{}, pending: map[int64]map[string]storage.FileHandle{},
-		aborted: map[int64]bool{}}
+	return &uploadTracker{confirmed: map[string]storage.FileHandle{},
+		pending: newPendingByCheckpoint[map[string]storage.FileHandle]()}
 }
 
 // reusable returns the confirmed uploads of the files the snapshot has, and
@@ -66,10 +64,7 @@ func (u *uploadTracker) reusable(files []state.NativeFile) map[string]storage.Fi
 func (u *uploadTracker) uploaded(id int64, files map[string]storage.FileHandle) {
 	u.mu.Lock()
 	defer u.mu.Unlock()
-	if id <= u.lastComplete || u.aborted[id] {
-		return
-	}
-	u.pending[id] = files
+	u.pending.add(id, files)
 }
 
 // confirm makes the uploads of checkpoint id reusable. Older pending
@@ -78,20 +73,10 @@ func (u *uploadTracker) uploaded(id int64, files map[string]storage.FileHandle) 
 func (u *uploadTracker) confirm(id int64) {
 	u.mu.Lock()
 	defer u.mu.Unlock()
-	for name, h := range u.pending[id] {
+	files, _ := u.pending.complete(id)
+	for name, h := range files {
 		u.confirmed[name] = h
 	}
-	for cid := range u.pending {
-		if cid <= id {
-			delete(u.pending, cid)
-		}
-	}
-	for cid := range u.aborted {
-		if cid <= id {
-			delete(u.aborted, cid)
-		}
-	}
-	u.lastComplete = max(u.lastComplete, id)
 }
 
 // abort forgets the uploads of checkpoint id, also those reported later:
@@ -99,10 +84,7 @@ func (u *uploadTracker) confirm(id int64) {
 func (u *uploadTracker) abort(id int64) {
 	u.mu.Lock()
 	defer u.mu.Unlock()
-	delete(u.pending, id)
-	if id > u.lastComplete {
-		u.aborted[id] = true
-	}
+	u.pending.abort(id)
 }
 
 // nativeSnapshot is the keyed part of an incremental checkpoint.

@@ -180,13 +180,9 @@ func (cl *changelogRuntime) replay(r *task.RestoredState) error {
 		}
 		return cl.applyTimer(rec, kgStart, kgEnd)
 	}
-	replayRange := func(what string, from, to int64, ls []metadata.LogSegment) error {
+	replayRange := func(what string, from, to int64, segs []metadata.LogSegment) error {
 		if from > to {
 			return nil
-		}
-		segs := make([]changelog.Segment, len(ls))
-		for i, s := range ls {
-			segs[i] = changelog.Segment{File: s.File, From: s.From, To: s.To}
 		}
 		if err := changelog.ReplayWith(cl.ctx, read, segs, from, to, apply); err != nil {
 			return fmt.Errorf("replay %s records %d..%d: %w", what, from, to, err)
@@ -569,9 +565,9 @@ func (cl *changelogRuntime) snapshot(id int64, s *task.OperatorSnapshot) error {
 		st.Keyed, st.Native, st.Timers = base.keyed, base.native, base.timers
 		cs := &metadata.ChangelogState{Materialization: base.id, MaterializedSeq: base.seq, From: base.seq + 1, To: upTo,
 			Earlier: base.earlier}
+		cs.Segments = segs
 		files := append([]storage.FileHandle(nil), base.files...)
 		for _, g := range segs {
-			cs.Segments = append(cs.Segments, metadata.LogSegment{File: g.File, From: g.From, To: g.To})
 			files = append(files, g.File)
 		}
 		st.Changelog = cs

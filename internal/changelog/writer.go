@@ -9,6 +9,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/weirstream/weir/internal/checkpoint/metadata"
 	"github.com/weirstream/weir/internal/checkpoint/storage"
 	"github.com/weirstream/weir/internal/clock"
 )
@@ -102,13 +103,8 @@ func (c Config) cutSize() int64 {
 }
 
 // Segment is one uploaded segment file and the inclusive range [From, To]
-// of sequence numbers it holds. It is plain data for the checkpoint
-// metadata.
-type Segment struct {
-	File storage.FileHandle `json:"file"`
-	From int64              `json:"from"`
-	To   int64              `json:"to"`
-}
+// of sequence numbers it holds: the checkpoint metadata's LogSegment.
+type Segment = metadata.LogSegment
 
 // Stats are a Writer's upload figures.
 type Stats struct {

@@ -151,7 +151,7 @@ func checkpointSizes(cp *metadata.Checkpoint, prev map[string]bool) (changelogSi
 			for _, g := range st.Changelog.AllSegments() {
 				segs = append(segs, g.File)
 			}
-			mat := (&metadata.Subtask{Keyed: st.Keyed, Timers: st.Timers, Native: st.Native}).Files()
+			mat := st.SnapshotFiles()
 			for _, part := range []struct {
 				files     []storage.FileHandle
 				full, inc *int64

@@ -174,6 +174,22 @@ func (c *Checkpoint) Files() []storage.FileHandle {
 
 // Files returns every data file the subtask's state references.
 func (st *Subtask) Files() []storage.FileHandle {
+	fs := st.SnapshotFiles()
+	if st.Pending != nil {
+		fs = append(fs, st.Pending.File)
+	}
+	if st.Changelog != nil {
+		for _, s := range st.Changelog.AllSegments() {
+			fs = append(fs, s.File)
+		}
+	}
+	return fs
+}
+
+// SnapshotFiles returns the files of the subtask's keyed-state snapshot:
+// Keyed or Native, and Timers (for the changelog backend, its materialized
+// part).
+func (st *Subtask) SnapshotFiles() []storage.FileHandle {
 	var fs []storage.FileHandle
 	if st.Keyed != nil {
 		fs = append(fs, *st.Keyed)
@@ -184,14 +200,6 @@ func (st *Subtask) Files() []storage.FileHandle {
 	if st.Native != nil {
 		for _, f := range st.Native.Files {
 			fs = append(fs, f.Handle)
-		}
-	}
-	if st.Pending != nil {
-		fs = append(fs, st.Pending.File)
-	}
-	if st.Changelog != nil {
-		for _, s := range st.Changelog.AllSegments() {
-			fs = append(fs, s.File)
 		}
 	}
 	return fs
@@ -403,7 +411,7 @@ func (c *Checkpoint) ChangelogParts() (materialized, log, records int64, ok bool
 				continue
 			}
 			ok = true
-			for _, h := range (&Subtask{Keyed: st.Keyed, Timers: st.Timers, Native: st.Native}).Files() {
+			for _, h := range st.SnapshotFiles() {
 				materialized += h.Size
 			}
 			for _, s := range st.Changelog.AllSegments() {

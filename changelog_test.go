@@ -68,7 +68,10 @@ type clCfg struct {
 	n, keys     int64
 	interval    time.Duration
 	retained    int
-	restart     weir.RestartOptions
+	// concurrent is execution.checkpointing.max-concurrent-checkpoints and
+	// tolerable execution.checkpointing.tolerable-failed-checkpoints.
+	concurrent, tolerable int
+	restart               weir.RestartOptions
 	// stop cancels the run once it returns true for a completed checkpoint.
 	stop func(cp *metadata.Checkpoint) bool
 	// throttle slows the job down (1ms per record) while it returns true,
@@ -313,7 +316,7 @@ func (e *clEnv) run(c clCfg) clResult {
 	opts := weir.Options{Parallelism: c.p, StateBackend: c.backend, StateDir: filepath.Join(e.dir, "state"),
 		Logger: quietLogger(e.t), Changelog: c.changelog, Restart: c.restart, OnCheckpointComplete: c.onComplete,
 		Checkpoint: weir.CheckpointOptions{Interval: c.interval, Dir: filepath.Join(e.dir, "chk"), Incremental: c.incremental,
-			NumRetained: c.retained, RestorePath: c.restore}}
+			NumRetained: c.retained, RestorePath: c.restore, MaxConcurrent: c.concurrent, TolerableFailures: c.tolerable}}
 	ctx, cancel := context.WithTimeout(context.Background(), c.timeout)
 	defer cancel()
 	var (

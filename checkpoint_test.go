@@ -11,6 +11,7 @@ import (
 
 	"github.com/weirstream/weir/codec"
 	"github.com/weirstream/weir/config"
+	"github.com/weirstream/weir/internal/checkpoint"
 	"github.com/weirstream/weir/internal/graph"
 	"github.com/weirstream/weir/internal/network"
 	"github.com/weirstream/weir/internal/state"
@@ -28,7 +29,7 @@ type epochTagger struct {
 }
 
 func (e *epochTagger) Collect(v int64) { e.out.Collect(tagged{First: v, Second: e.epoch}) }
-func (e *epochTagger) SnapshotState(id int64) (task.OperatorSnapshot, error) {
+func (e *epochTagger) SnapshotState(id int64, _ checkpoint.Options) (task.OperatorSnapshot, error) {
 	e.epoch = id
 	return task.OperatorSnapshot{}, nil
 }
@@ -50,7 +51,7 @@ func (c *epochChecker) Collect(v tagged) {
 	c.seen.Add(1)
 	c.tr.Cur = c.parent
 }
-func (c *epochChecker) SnapshotState(id int64) (task.OperatorSnapshot, error) {
+func (c *epochChecker) SnapshotState(id int64, _ checkpoint.Options) (task.OperatorSnapshot, error) {
 	c.epoch = id
 	return task.OperatorSnapshot{}, nil
 }
@@ -97,7 +98,7 @@ func TestAlignedBarriersSeparateEpochs(t *testing.T) {
 			acks[a.ID]++
 		case <-tick.C:
 			id++
-			j.TriggerCheckpoint(id, time.Now().UnixMilli())
+			j.TriggerCheckpoint(id, time.Now().UnixMilli(), checkpoint.Options{LastCompleted: id - 1})
 		}
 	}
 	for drained := false; !drained; {
@@ -149,7 +150,7 @@ func (r *seqReader) Close() error { return nil }
 func TestSourceSnapshotStoresSplits(t *testing.T) {
 	op := &sourceOp[int64]{opBase: opBase{opState: newOperatorState(func(err error) { t.Fatal(err) })}}
 	op.reader = &checkpointedStub{}
-	snap, err := op.SnapshotState(1)
+	snap, err := op.SnapshotState(1, checkpoint.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/weirstream/weir/internal/checkpoint"
 	"github.com/weirstream/weir/internal/checkpoint/metadata"
 	"github.com/weirstream/weir/internal/checkpoint/storage"
 	"github.com/weirstream/weir/internal/graph"
@@ -32,7 +33,7 @@ type scriptedNative struct {
 
 func (o *scriptedNative) Collect(int64) {}
 
-func (o *scriptedNative) SnapshotState(id int64) (task.OperatorSnapshot, error) {
+func (o *scriptedNative) SnapshotState(id int64, _ checkpoint.Options) (task.OperatorSnapshot, error) {
 	dir := filepath.Join(o.dir, fmt.Sprint(id))
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return task.OperatorSnapshot{}, err

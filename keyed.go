@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/weirstream/weir/codec"
+	"github.com/weirstream/weir/internal/checkpoint"
 	"github.com/weirstream/weir/internal/checkpoint/storage"
 	"github.com/weirstream/weir/internal/graph"
 	"github.com/weirstream/weir/internal/keygroup"
@@ -165,9 +166,9 @@ func (p *keyedProcessOp[K, IN, OUT]) onTimer(t timer.Timer, eventTime bool) erro
 }
 
 // SnapshotState adds the keyed state and timers to the operator state.
-func (p *keyedProcessOp[K, IN, OUT]) SnapshotState(id int64) (task.OperatorSnapshot, error) {
-	s, _ := p.opBase.SnapshotState(id)
-	return s, p.rt.snapshot(id, &s)
+func (p *keyedProcessOp[K, IN, OUT]) SnapshotState(id int64, opts checkpoint.Options) (task.OperatorSnapshot, error) {
+	s, _ := p.opBase.SnapshotState(id, opts)
+	return s, p.rt.snapshot(id, opts, &s)
 }
 
 // NotifyCheckpointComplete implements task.CheckpointListener.
@@ -317,9 +318,15 @@ func (rt *keyedRuntime) restoreFile(r *task.RestoredState, h storage.FileHandle,
 }
 
 // snapshot is the keyed part of the synchronous phase: freeze the backend
-// and encode the timers.
-func (rt *keyedRuntime) snapshot(id int64, s *task.OperatorSnapshot) error {
-	if rt.cl != nil && rt.cl.w != nil {
+// and encode the timers. The strategy follows opts.Format: the configured
+// one (changelog, native incremental or canonical), or the canonical stream
+// or native files when the trigger asks for them (a savepoint).
+func (rt *keyedRuntime) snapshot(id int64, opts checkpoint.Options, s *task.OperatorSnapshot) error {
+	// The trigger's newest completed checkpoint is complete whether or not
+	// its notification arrived yet: reuse builds on it from now on, which
+	// is what the shared-state registry counts on.
+	rt.uploads.confirm(opts.LastCompleted)
+	if rt.cl != nil && rt.cl.w != nil && opts.Format == checkpoint.FormatConfigured {
 		return rt.cl.snapshot(id, s)
 	}
 	s.Timers = rt.timers.AppendSnapshot(nil, rt.op.KeyGroupStart, rt.op.KeyGroupEnd)
@@ -330,7 +337,8 @@ func (rt *keyedRuntime) snapshot(id int64, s *task.OperatorSnapshot) error {
 			return err
 		}
 	}
-	if pb, ok := inner.(*state.PebbleBackend); ok && rt.op.Incremental {
+	native := opts.Format == checkpoint.FormatNative || (opts.Format == checkpoint.FormatConfigured && rt.op.Incremental)
+	if pb, ok := inner.(*state.PebbleBackend); ok && native {
 		return rt.nativeSnapshot(pb, id, s)
 	}
 	ks, err := state.TakeSnapshot(inner)

@@ -47,10 +47,10 @@ import (
 // checkpoints wait for that materialization.
 //
 // Files: the log segments and the materialized files belong to this
-// subtask until a completed checkpoint references them; from then on the
-// runner's shared-state registry deletes them once no retained checkpoint
-// does. The subtask deletes the files it made that no checkpoint will
-// reference (fileLedger).
+// subtask until a snapshot references them (its acknowledgement hands them
+// to the runner's shared-state registry, internal/checkpoint/registry,
+// the only deleter from then on). The subtask deletes the files it made
+// that no snapshot referenced and none will (fileLedger).
 
 // Timer records in the log (op codes from state.FirstForeignOp).
 const (
@@ -571,7 +571,7 @@ func (cl *changelogRuntime) snapshot(id int64, s *task.OperatorSnapshot) error {
 			files = append(files, g.File)
 		}
 		st.Changelog = cs
-		return cl.ledger.reference(id, files), nil
+		return cl.ledger.reference(files), nil
 	}
 	return nil
 }
@@ -627,17 +627,14 @@ func (cl *changelogRuntime) notify(id int64, complete bool) {
 				delete(cl.inUse, cid)
 			}
 		}
-		cl.ledger.complete(id)
 	} else {
 		delete(cl.inUse, id)
-		cl.ledger.abort(id)
 	}
 	cl.gc()
 }
 
 // gc retires the materializations and log segments no checkpoint will
-// reference any more: the ledger deletes those no completed checkpoint
-// referenced.
+// reference any more: the ledger deletes those no snapshot referenced.
 func (cl *changelogRuntime) gc() {
 	keep := map[*materialization]bool{}
 	if cl.cur != nil {
@@ -714,101 +711,54 @@ func (cl *changelogRuntime) close() error {
 }
 
 // fileLedger decides which of a subtask's changelog files it deletes
-// itself: a file is the subtask's until a completed checkpoint references
-// it (then the runner's registry deletes it once no retained checkpoint
-// does); a file the subtask retires (no future checkpoint will reference
-// it) is deleted once no undecided checkpoint references it either.
+// itself: a file is the subtask's until a snapshot references it (it is
+// then acknowledged, and only the runner's shared-state registry deletes
+// it); a file the subtask retires (no future checkpoint will reference it)
+// or leaves behind at close is deleted only if no snapshot ever referenced
+// it.
 type fileLedger struct {
 	store *storage.Storage
 	job   string
 
-	mu        sync.Mutex
-	registry  map[string]bool               // referenced by a completed checkpoint
-	seen      map[string]bool               // referenced by some checkpoint (for sizes)
-	undecided pendingByCheckpoint[[]string] // paths each undecided checkpoint references
-	retired   map[string]bool               // waiting for undecided checkpoints
-	wg        sync.WaitGroup
+	mu    sync.Mutex
+	acked map[string]bool // referenced by a snapshot: the registry's
+	wg    sync.WaitGroup
 }
 
 func newFileLedger(store *storage.Storage, job string) *fileLedger {
-	return &fileLedger{store: store, job: job, registry: map[string]bool{}, seen: map[string]bool{},
-		undecided: newPendingByCheckpoint[[]string](), retired: map[string]bool{}}
+	return &fileLedger{store: store, job: job, acked: map[string]bool{}}
 }
 
-// reference records that checkpoint id references files and returns the
-// bytes of those no earlier checkpoint referenced.
-func (l *fileLedger) reference(id int64, files []storage.FileHandle) int64 {
+// reference records that a snapshot references files and returns the
+// bytes of those no earlier snapshot referenced.
+func (l *fileLedger) reference(files []storage.FileHandle) int64 {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	var n int64
 	for _, h := range files {
-		if !l.seen[h.Path] {
+		if !l.acked[h.Path] {
 			n += h.Size
+			l.acked[h.Path] = true
 		}
 	}
-	if l.undecided.decided(id) {
-		return n
-	}
-	paths := make([]string, len(files))
-	for i, h := range files {
-		paths[i] = h.Path
-		l.seen[h.Path] = true
-	}
-	l.undecided.add(id, paths)
 	return n
 }
 
-func (l *fileLedger) complete(id int64) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	paths, _ := l.undecided.complete(id)
-	for _, p := range paths {
-		l.registry[p] = true
-	}
-	l.sweepLocked()
-}
-
-func (l *fileLedger) abort(id int64) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	l.undecided.abort(id)
-	l.sweepLocked()
-}
-
-// retire hands over files no future checkpoint references.
+// retire hands over files no future checkpoint references: those no
+// snapshot referenced are deleted, the others are the registry's.
 func (l *fileLedger) retire(paths []string) {
 	if len(paths) == 0 {
 		return
 	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	for _, p := range paths {
-		l.retired[p] = true
-	}
-	l.sweepLocked()
-}
-
-// sweepLocked deletes the retired files no undecided checkpoint references;
-// those a completed checkpoint referenced are left to the registry.
-func (l *fileLedger) sweepLocked() {
-	busy := map[string]bool{}
-	for _, ps := range l.undecided.values {
-		for _, p := range ps {
-			busy[p] = true
-		}
-	}
 	var del []string
-	for p := range l.retired {
-		switch {
-		case busy[p]:
+	for _, p := range paths {
+		if l.acked[p] {
+			delete(l.acked, p)
 			continue
-		case l.registry[p]:
-		default:
-			del = append(del, p)
 		}
-		delete(l.retired, p)
-		delete(l.registry, p)
-		delete(l.seen, p)
+		del = append(del, p)
 	}
 	l.deleteLocked(del)
 }
@@ -827,26 +777,14 @@ func (l *fileLedger) deleteLocked(paths []string) {
 	}()
 }
 
-// closeAll deletes, when the subtask ends, its files that no completed or
-// undecided checkpoint references, and waits for the deletions.
+// closeAll deletes, when the subtask ends, its files that no snapshot
+// referenced, and waits for the deletions.
 func (l *fileLedger) closeAll(paths []string) {
 	l.mu.Lock()
-	busy := map[string]bool{}
-	for _, ps := range l.undecided.values {
-		for _, p := range ps {
-			busy[p] = true
-		}
-	}
 	var del []string
 	seen := map[string]bool{}
 	for _, p := range paths {
-		if !busy[p] && !l.registry[p] && !seen[p] {
-			del = append(del, p)
-			seen[p] = true
-		}
-	}
-	for p := range l.retired {
-		if !busy[p] && !l.registry[p] && !seen[p] {
+		if !l.acked[p] && !seen[p] {
 			del = append(del, p)
 			seen[p] = true
 		}

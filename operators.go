@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/weirstream/weir/internal/checkpoint"
 	"github.com/weirstream/weir/internal/graph"
 	"github.com/weirstream/weir/internal/network"
 	"github.com/weirstream/weir/internal/state"
@@ -39,7 +40,7 @@ func newOpBase(ctx *task.OpContext) opBase {
 // SnapshotState copies the operator's list states (the synchronous phase;
 // elements are never changed in place, so copying the outer slices
 // suffices).
-func (b *opBase) SnapshotState(int64) (task.OperatorSnapshot, error) {
+func (b *opBase) SnapshotState(int64, checkpoint.Options) (task.OperatorSnapshot, error) {
 	return task.OperatorSnapshot{Lists: b.opState.snapshot()}, nil
 }
 
@@ -124,7 +125,7 @@ const sourceSplitsState = "source-splits"
 // SnapshotState stores the reader's unfinished splits, if it is
 // checkpointed, in the operator's list state: the position a restore
 // resumes from.
-func (s *sourceOp[T]) SnapshotState(id int64) (task.OperatorSnapshot, error) {
+func (s *sourceOp[T]) SnapshotState(id int64, opts checkpoint.Options) (task.OperatorSnapshot, error) {
 	if cr, ok := s.reader.(CheckpointedReader); ok {
 		splits, err := cr.SnapshotSplits()
 		if err != nil {
@@ -139,7 +140,7 @@ func (s *sourceOp[T]) SnapshotState(id int64) (task.OperatorSnapshot, error) {
 		}
 		l.Elements = splits
 	}
-	return s.opBase.SnapshotState(id)
+	return s.opBase.SnapshotState(id, opts)
 }
 
 func (s *sourceOp[T]) Close() error {
@@ -346,7 +347,7 @@ func (s *sinkOp[T]) EndInput() error {
 
 // SnapshotState pre-commits the open transaction and stores every pending
 // one.
-func (s *sinkOp[T]) SnapshotState(id int64) (task.OperatorSnapshot, error) {
+func (s *sinkOp[T]) SnapshotState(id int64, opts checkpoint.Options) (task.OperatorSnapshot, error) {
 	if s.tpc != nil {
 		txn, err := s.pre.PreCommit(id)
 		if err != nil {
@@ -363,13 +364,13 @@ func (s *sinkOp[T]) SnapshotState(id int64) (task.OperatorSnapshot, error) {
 		for i, t := range s.pending {
 			l.Elements[i] = t.encode()
 		}
-		snap, err := s.opBase.SnapshotState(id)
+		snap, err := s.opBase.SnapshotState(id, opts)
 		if sy, ok := s.pre.(PreCommitSyncer); ok && txn != nil {
 			snap.Persist = func() error { return sy.SyncPreCommitted(txn) }
 		}
 		return snap, err
 	}
-	return s.opBase.SnapshotState(id)
+	return s.opBase.SnapshotState(id, opts)
 }
 
 // NotifyCheckpointComplete commits every transaction pre-committed at or

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/weirstream/weir/codec"
+	"github.com/weirstream/weir/internal/checkpoint"
 	"github.com/weirstream/weir/internal/graph"
 	"github.com/weirstream/weir/internal/network"
 	"github.com/weirstream/weir/internal/state"
@@ -380,9 +381,9 @@ func (o *windowOp[K, IN, OUT]) Open() error {
 func (o *windowOp[K, IN, OUT]) Close() error { return o.rt.close() }
 
 // SnapshotState adds the window contents (keyed state) and timers.
-func (o *windowOp[K, IN, OUT]) SnapshotState(id int64) (task.OperatorSnapshot, error) {
-	s, _ := o.opBase.SnapshotState(id)
-	return s, o.rt.snapshot(id, &s)
+func (o *windowOp[K, IN, OUT]) SnapshotState(id int64, opts checkpoint.Options) (task.OperatorSnapshot, error) {
+	s, _ := o.opBase.SnapshotState(id, opts)
+	return s, o.rt.snapshot(id, opts, &s)
 }
 
 // NotifyCheckpointComplete implements task.CheckpointListener.

@@ -3,6 +3,8 @@ package network
 import (
 	"context"
 	"sync/atomic"
+
+	"github.com/weirstream/weir/internal/checkpoint"
 )
 
 // Kind says what a Buffer carries.
@@ -72,6 +74,8 @@ type Event struct {
 	// Timestamp is the watermark, or the trigger time of a barrier in Unix
 	// milliseconds.
 	Timestamp int64
+	// Checkpoint are the options of a barrier's checkpoint.
+	Checkpoint checkpoint.Options
 	// Priority events overtake buffers queued on their channel (unaligned
 	// checkpoint barriers).
 	Priority bool

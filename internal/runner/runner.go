@@ -24,6 +24,7 @@ import (
 
 	"github.com/weirstream/weir/internal/checkpoint/coordinator"
 	"github.com/weirstream/weir/internal/checkpoint/metadata"
+	"github.com/weirstream/weir/internal/checkpoint/registry"
 	"github.com/weirstream/weir/internal/checkpoint/storage"
 	"github.com/weirstream/weir/internal/clock"
 	"github.com/weirstream/weir/internal/graph"
@@ -162,7 +163,10 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 	if cfg.Enabled && cfg.Storage == nil {
 		return Result{}, errors.New("runner: checkpointing needs checkpoint storage")
 	}
-	r := &runner{cfg: cfg, log: cfg.Logger, metas: map[int64]*metadata.Checkpoint{}, shared: newSharedRegistry()}
+	r := &runner{cfg: cfg, log: cfg.Logger, metas: map[int64]*metadata.Checkpoint{}, reg: registry.New()}
+	if cfg.Storage != nil {
+		r.del = newDeleter(cfg.Storage, cfg.JobDir, cfg.Logger)
+	}
 	err := r.run(ctx)
 	res := Result{Restarts: r.restarts, Completed: r.completedIDs, Latest: r.latest}
 	return res, err
@@ -172,28 +176,32 @@ type runner struct {
 	cfg Config
 	log *slog.Logger
 
-	nextID       int64
-	latest       *metadata.Checkpoint // newest completed checkpoint
-	retained     []int64              // owned completed checkpoints, oldest first
-	metas        map[int64]*metadata.Checkpoint
-	shared       *sharedRegistry // references of the retained checkpoints
+	nextID   int64
+	latest   *metadata.Checkpoint // newest completed checkpoint
+	retained []int64              // owned completed checkpoints, oldest first
+	metas    map[int64]*metadata.Checkpoint
+	// reg decides which acknowledged files may be deleted; del deletes
+	// them (and chk-<n> directories) in the background, in order.
+	reg          *registry.Registry
+	del          *deleter
 	completedIDs []int64
 	restarts     int
-	bg           sync.WaitGroup // deletions in the background
+	bg           sync.WaitGroup // goroutines waiting for a deletion
 }
 
 func (r *runner) run(ctx context.Context) error {
 	defer r.bg.Wait()
+	defer r.del.wait()
 	restoreFrom, restoreStore, restoreJob := r.cfg.From, r.cfg.FromStorage, r.cfg.FromJob
 	if err := r.prepareStorage(ctx); err != nil {
 		return err
 	}
 	for {
 		err := r.attempt(ctx, restoreFrom, restoreStore, restoreJob)
-		// No task runs now: delete what the attempt uploaded to shared/
-		// that no complete checkpoint references (segments of checkpoints
-		// the end of the attempt aborted).
-		r.sweepUnreferenced(context.WithoutCancel(ctx))
+		// No task runs now: delete what the attempt uploaded that no
+		// complete checkpoint references (files of checkpoints the end of
+		// the attempt aborted, uploads never acknowledged).
+		r.sweep(context.WithoutCancel(ctx))
 		if err == nil {
 			r.endRetention(ctx, DeleteOnCancellation, NoExternalizedCheckpoints)
 			return nil
@@ -240,9 +248,10 @@ func sleep(ctx context.Context, c clock.Clock, d time.Duration) error {
 }
 
 // prepareStorage picks the first checkpoint id after every chk-<n> the job
-// directory holds, deletes incomplete checkpoints a killed process left,
-// and, when the run starts from one of its own checkpoints, adopts the
-// completed ones so that they are subsumed as usual.
+// directory holds, adopts the completed checkpoints when the run starts
+// from one of its own (they are subsumed as usual), and sweeps what a
+// killed process left: incomplete checkpoints and unreferenced shared
+// files.
 func (r *runner) prepareStorage(ctx context.Context) error {
 	r.nextID = 1
 	if r.cfg.Storage == nil {
@@ -253,33 +262,20 @@ func (r *runner) prepareStorage(ctx context.Context) error {
 		return fmt.Errorf("list checkpoints: %w", err)
 	}
 	own := r.cfg.From != nil && r.cfg.FromStorage == r.cfg.Storage && r.cfg.FromJob == r.cfg.JobDir
-	referenced := map[string]bool{} // by any complete checkpoint in the directory
 	for _, e := range entries {
 		r.nextID = max(r.nextID, e.ID+1)
-		if !e.Complete {
-			r.log.Info("deleting an incomplete checkpoint left by an earlier run", "checkpoint", e.ID)
-			if err := r.cfg.Storage.DeleteCheckpoint(ctx, r.cfg.JobDir, e.ID); err != nil {
-				r.log.Warn("could not delete an incomplete checkpoint", "checkpoint", e.ID, "err", err)
-			}
+		if !own || !e.Complete || e.ID > r.cfg.From.ID {
 			continue
 		}
-		cp, err := r.readOwn(ctx, e.ID)
-		if err != nil {
-			// Its references are unknown: keep every shared file.
-			r.log.Warn("cannot read a checkpoint's metadata; shared files are not cleaned up this run", "checkpoint", e.ID, "err", err)
-			referenced = nil
-			continue
-		}
-		if referenced != nil {
-			for _, h := range cp.SharedFiles() {
-				referenced[h.Path] = true
+		cp := r.cfg.From
+		if e.ID != cp.ID {
+			if cp, err = r.readOwn(ctx, e.ID); err != nil {
+				continue // not adopted: the sweep decides what to do with it
 			}
 		}
-		if own && e.ID <= r.cfg.From.ID {
-			r.retained = append(r.retained, e.ID)
-			r.metas[e.ID] = cp
-			r.shared.register(cp)
-		}
+		r.retained = append(r.retained, e.ID)
+		r.metas[e.ID] = cp
+		r.reg.Adopt(e.ID, checkpointSharedPaths(cp))
 	}
 	if r.cfg.From != nil {
 		r.nextID = max(r.nextID, r.cfg.From.ID+1)
@@ -287,9 +283,7 @@ func (r *runner) prepareStorage(ctx context.Context) error {
 			r.latest = r.cfg.From
 		}
 	}
-	if referenced != nil {
-		r.sweepShared(ctx, referenced)
-	}
+	r.sweep(ctx)
 	return nil
 }
 
@@ -301,90 +295,35 @@ func (r *runner) readOwn(ctx context.Context, id int64) (*metadata.Checkpoint, e
 	return metadata.Decode(payload)
 }
 
-// sweepUnreferenced deletes, after an attempt ended (before a restart or
-// before the job returns), the files under shared/ that no complete
-// checkpoint references: uploads the attempt's subtasks could not clean up
-// themselves (a changelog segment or materialization that a checkpoint
-// aborted by the attempt's end referenced). Nothing writes to shared/ while
-// no attempt runs.
-func (r *runner) sweepUnreferenced(ctx context.Context) {
-	if r.cfg.Storage == nil {
-		return
-	}
-	// Subsumed checkpoints being deleted in the background would otherwise
-	// be listed and then fail to read.
-	r.bg.Wait()
-	entries, err := r.cfg.Storage.ListCheckpoints(ctx, r.cfg.JobDir)
-	if err != nil {
-		r.log.Warn("cannot list checkpoints; unreferenced shared files are not cleaned up", "err", err)
-		return
-	}
-	referenced := map[string]bool{}
-	for _, e := range entries {
-		if !e.Complete {
-			continue
-		}
-		cp := r.metas[e.ID]
-		if cp == nil {
-			if cp, err = r.readOwn(ctx, e.ID); errors.Is(err, storage.ErrNotFound) {
-				continue // deleted since the listing
-			} else if err != nil {
-				r.log.Warn("cannot read a checkpoint's metadata; unreferenced shared files are not cleaned up", "checkpoint", e.ID, "err", err)
-				return
-			}
-		}
-		for _, h := range cp.SharedFiles() {
-			referenced[h.Path] = true
-		}
-	}
-	r.sweepShared(ctx, referenced)
-}
-
-// sweepShared deletes the files under shared/ that no complete checkpoint
-// references: uploads for checkpoints that never completed, left by a
-// process that was killed or could not clean up.
-func (r *runner) sweepShared(ctx context.Context, referenced map[string]bool) {
-	files, err := r.cfg.Storage.ListShared(ctx, r.cfg.JobDir)
-	if err != nil {
-		r.log.Warn("cannot list shared checkpoint files; not cleaning them up", "err", err)
-		return
-	}
-	n := 0
-	for _, f := range files {
-		if referenced[f.Key] {
-			continue
-		}
-		if err := r.cfg.Storage.DeleteFile(ctx, r.cfg.JobDir, f.Key); err != nil {
-			r.log.Warn("could not delete an unreferenced shared file", "file", f.Key, "err", err)
-			continue
-		}
-		n++
-	}
-	if n > 0 {
-		r.log.Info("deleted shared files no complete checkpoint references (left by an earlier run or attempt)", "files", n)
-	}
-}
-
 // endRetention deletes every owned completed checkpoint if the retention
-// policy is one of deleting.
+// policy is one of deleting: the directories first, then the shared files
+// no checkpoint references any more.
 func (r *runner) endRetention(ctx context.Context, deleting ...Retention) {
 	if r.cfg.Storage == nil || !slices.Contains(deleting, r.cfg.Retention) {
 		return
 	}
+	r.del.wait()
+	r.reg.Idle()
+	failed := false
 	for _, id := range r.retained {
 		if err := r.cfg.Storage.DeleteCheckpoint(ctx, r.cfg.JobDir, id); err != nil {
 			r.log.Warn("could not delete a checkpoint", "checkpoint", id, "err", err)
+			failed = true
 			continue
 		}
-		if cp := r.metas[id]; cp != nil {
-			for _, path := range r.shared.release(cp) {
-				if err := r.cfg.Storage.DeleteFile(ctx, r.cfg.JobDir, path); err != nil {
-					r.log.Warn("could not delete a shared file", "file", path, "err", err)
-				}
-			}
-		}
+		r.reg.Released(id)
+		delete(r.metas, id)
 	}
 	r.retained = nil
+	if failed {
+		r.reg.Collect() // a surviving checkpoint may reference them: left to a later sweep
+		return
+	}
+	for _, path := range r.reg.Collect() {
+		if err := r.cfg.Storage.DeleteShared(ctx, r.cfg.JobDir, path); err != nil {
+			r.log.Warn("could not delete a shared file", "file", path, "err", err)
+		}
+	}
 }
 
 // metaResult is the outcome of one _metadata write.
@@ -416,8 +355,9 @@ func (r *runner) attempt(ctx context.Context, cp *metadata.Checkpoint, cpStore *
 		}
 		return err
 	}
+	r.reg.Running()
 	d := &driver{ctx: ctx, r: r, job: job, names: map[coordinator.TaskID]string{}, meta: make(chan metaResult, 64),
-		writing: map[int64]chan struct{}{}, triggers: map[int64]time.Time{}, acked: map[int64][]task.OperatorState{}}
+		writing: map[int64]chan struct{}{}, triggers: map[int64]time.Time{}, gone: make(chan int64, 64)}
 	return d.run()
 }
 
@@ -446,9 +386,9 @@ type driver struct {
 	finalDone    bool
 
 	manual map[int64]chan<- ManualResult // manual checkpoints awaiting their outcome
-	// acked holds the state of every acknowledgement of a pending
-	// checkpoint, so that an abort can delete the shared files it uploaded.
-	acked map[int64][]task.OperatorState
+	// gone receives aborted checkpoints whose _metadata was being written
+	// once their chk-<id> was deleted: only then are their files released.
+	gone chan int64
 }
 
 func (d *driver) run() error {
@@ -525,6 +465,8 @@ func (d *driver) run() error {
 			} else {
 				d.manual[id] = req.Reply
 			}
+		case id := <-d.gone:
+			d.r.reg.Aborted(id)
 		case <-status.c():
 			status.report()
 		}
@@ -617,6 +559,11 @@ func (d *driver) finish(jobErr error) error {
 
 func (d *driver) onAck(a task.Ack) {
 	now := d.r.cfg.Clock.Now()
+	if a.Declined == nil {
+		// From here on only the registry decides when these files go,
+		// whatever the coordinator does with the acknowledgement.
+		d.r.reg.Acked(a.ID, sharedPaths(a.State))
+	}
 	id := coordinator.TaskID{Vertex: a.Vertex, Subtask: a.Subtask}
 	if a.Declined != nil {
 		reason := coordinator.ReasonDeclined
@@ -629,7 +576,6 @@ func (d *driver) onAck(a task.Ack) {
 		d.coord.Decline(now, a.ID, id, a.Declined, reason)
 		return
 	}
-	d.acked[a.ID] = append(d.acked[a.ID], a.State...)
 	d.coord.Ack(now, a.ID, id, coordinator.TaskStats{StartDelay: a.StartDelay, Alignment: a.Alignment,
 		Sync: a.Sync, Async: a.Async, Bytes: a.Bytes}, a.State)
 }
@@ -641,7 +587,8 @@ func (d *driver) apply() {
 		switch a := a.(type) {
 		case coordinator.Trigger:
 			d.triggers[a.ID] = a.Timestamp
-			d.job.TriggerCheckpoint(a.ID, a.Timestamp.UnixMilli())
+			r.reg.Triggered(a.ID, a.Options.LastCompleted)
+			d.job.TriggerCheckpoint(a.ID, a.Timestamp.UnixMilli(), a.Options)
 		case coordinator.WriteMetadata:
 			d.writeMetadata(a)
 		case coordinator.Completed:
@@ -651,8 +598,7 @@ func (d *driver) apply() {
 			r.latest = cp
 			r.metas[a.ID] = cp
 			r.retained = append(r.retained, a.ID)
-			r.shared.register(cp)
-			delete(d.acked, a.ID)
+			r.reg.Completed(a.ID, checkpointSharedPaths(cp))
 			r.completedIDs = append(r.completedIDs, a.ID)
 			if d.finalAfter > 0 && a.ID >= d.finalAfter {
 				d.finalDone = true
@@ -673,12 +619,9 @@ func (d *driver) apply() {
 		case coordinator.Subsume:
 			for _, id := range a.IDs {
 				r.retained = slices.DeleteFunc(r.retained, func(x int64) bool { return x == id })
-				var free []string
-				if cp := r.metas[id]; cp != nil {
-					free = r.shared.release(cp)
-				}
+				r.reg.Released(id)
 				delete(r.metas, id)
-				d.deleteCheckpoint(id, nil, free, nil)
+				r.del.enqueue(deleteJob{dir: id})
 			}
 		case coordinator.Aborted:
 			args := []any{"checkpoint", a.ID, "reason", a.Reason.String()}
@@ -701,12 +644,7 @@ func (d *driver) apply() {
 		case coordinator.CleanupFiles:
 			delete(d.pending, a.ID)
 			delete(d.triggers, a.ID)
-			var deleted *deletion
-			if d.writing[a.ID] != nil {
-				deleted = d.deletion(a.ID)
-			}
-			d.deleteCheckpoint(a.ID, d.writing[a.ID], d.unreferencedNew(d.acked[a.ID]), deleted)
-			delete(d.acked, a.ID)
+			d.cleanup(a.ID)
 		case coordinator.NotifyAborted:
 			if d.writing[a.ID] == nil {
 				d.job.NotifyCheckpointAborted(a.ID)
@@ -727,13 +665,14 @@ func (d *driver) apply() {
 		case coordinator.DiscardState:
 			r.log.Info(a.Message)
 			if states, ok := a.Handle.([]task.OperatorState); ok {
-				d.discard(states)
+				d.discardPrivate(states)
 			}
 		case coordinator.FailJob:
 			r.log.Error(a.Message, "checkpoint", a.ID, "reason", a.Reason.String())
 			d.job.Cancel(fmt.Errorf("job %s: %s", r.cfg.JobName, a.Message))
 		}
 	}
+	r.collect()
 }
 
 // writeMetadata assembles the checkpoint's metadata from the tasks'
@@ -780,14 +719,6 @@ func (d *driver) writeMetadata(a coordinator.WriteMetadata) {
 	}()
 }
 
-// cleanupTimeout bounds each background deletion, so that a hung store
-// cannot keep the runner from returning.
-const cleanupTimeout = time.Minute
-
-func cleanupContext() (context.Context, context.CancelFunc) {
-	return context.WithTimeout(context.Background(), cleanupTimeout)
-}
-
 // deletion is the outcome of deleting an aborted checkpoint's directory:
 // done is closed when the attempt ended, ok says whether it succeeded.
 type deletion struct {
@@ -808,87 +739,42 @@ func (d *driver) deletion(id int64) *deletion {
 	return del
 }
 
-// deleteCheckpoint deletes chk-id in the background, after wait (an
-// in-flight _metadata write) is closed, and then the shared files in free:
-// in that order, so that a crash in between never leaves a complete
-// checkpoint without its files. deleted, if not nil, learns the outcome.
-func (d *driver) deleteCheckpoint(id int64, wait chan struct{}, free []string, deleted *deletion) {
+// cleanup deletes aborted checkpoint id's directory and tells the registry
+// that id is decided. While its _metadata is being written the checkpoint
+// may still become complete on disk: its files are released only once
+// chk-<id> is gone (never, if it cannot be deleted: the sweep after the
+// attempt then finds it complete and keeps them).
+func (d *driver) cleanup(id int64) {
 	r := d.r
-	r.bg.Add(1)
-	go func() {
-		defer r.bg.Done()
-		if wait != nil {
-			<-wait
-		}
-		ctx, cancel := cleanupContext()
-		defer cancel()
-		err := r.cfg.Storage.DeleteCheckpoint(ctx, r.cfg.JobDir, id)
-		if deleted != nil {
-			deleted.ok = err == nil
-			close(deleted.done)
-		}
-		if err != nil {
-			r.log.Warn("could not delete a checkpoint's files", "checkpoint", id, "err", err)
-			return // keep its shared files: the checkpoint may still be complete
-		}
-		for _, path := range free {
-			r.deleteShared(ctx, path)
-		}
-	}()
-}
-
-// deleteShared deletes a shared file no checkpoint references, retrying a
-// failed delete a few times; a file it cannot delete is only logged (a
-// later run's sweep removes it): cleanup never fails the job.
-func (r *runner) deleteShared(ctx context.Context, path string) {
-	var err error
-	for attempt, wait := 0, 50*time.Millisecond; attempt < 4; attempt, wait = attempt+1, 4*wait {
-		if err = r.cfg.Storage.DeleteFile(ctx, r.cfg.JobDir, path); err == nil {
-			return
-		}
-		select {
-		case <-time.After(wait):
-		case <-ctx.Done():
-			attempt = 4
-		}
+	wait := d.writing[id]
+	if wait == nil {
+		r.reg.Aborted(id)
+		r.del.enqueue(deleteJob{dir: id})
+		return
 	}
-	r.log.Warn("could not delete a shared file; the next run deletes it", "file", path, "err", err)
-}
-
-// unreferencedNew returns the shared files that states uploaded and no
-// retained checkpoint references: what an aborted checkpoint, or an
-// acknowledgement nobody took, leaves behind.
-func (d *driver) unreferencedNew(states []task.OperatorState) []string {
-	var free []string
-	for _, s := range states {
-		for _, h := range s.State.SharedFiles(true) {
-			if !d.r.shared.referenced(h.Path) {
-				free = append(free, h.Path)
+	del, gone := d.deletion(id), d.gone
+	r.del.enqueue(deleteJob{wait: wait, dir: id, done: func(ok bool) {
+		del.ok = ok
+		close(del.done)
+		if ok {
+			select {
+			case gone <- id:
+			default: // the attempt ended; its sweep decides
 			}
 		}
-	}
-	return free
+	}})
 }
 
-// discard deletes the files of an acknowledgement nobody took: its
-// private files and the shared files it uploaded that no retained
-// checkpoint references.
-func (d *driver) discard(states []task.OperatorState) {
+// discardPrivate deletes the private files (under chk-<n>/) of an
+// acknowledgement nobody took; its shared files are the registry's.
+func (d *driver) discardPrivate(states []task.OperatorState) {
 	r := d.r
-	for _, path := range d.unreferencedNew(states) {
-		ctx, cancel := cleanupContext()
-		err := r.cfg.Storage.DeleteFile(ctx, r.cfg.JobDir, path)
-		cancel()
-		if err != nil {
-			r.log.Warn("could not delete a discarded shared file", "file", path, "err", err)
-		}
-	}
 	for _, s := range states {
 		for _, h := range s.State.Files() {
 			if strings.HasPrefix(h.Path, storage.SharedDir+"/") {
 				continue
 			}
-			ctx, cancel := cleanupContext()
+			ctx, cancel := context.WithTimeout(context.Background(), cleanupTimeout)
 			err := r.cfg.Storage.DeleteFile(ctx, r.cfg.JobDir, h.Path)
 			cancel()
 			if err != nil {

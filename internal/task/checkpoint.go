@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"time"
 
+	"github.com/weirstream/weir/internal/checkpoint"
 	"github.com/weirstream/weir/internal/checkpoint/barrier"
 	"github.com/weirstream/weir/internal/checkpoint/metadata"
 	"github.com/weirstream/weir/internal/checkpoint/storage"
@@ -21,9 +22,12 @@ import (
 // task goroutine after every record before barrier id and before any record
 // after it. It must be quick whatever the state size: it copies small state
 // (operator lists) and freezes keyed state (state.TakeSnapshot); the
-// asynchronous phase writes the frozen view elsewhere.
+// asynchronous phase writes the frozen view elsewhere. opts are the
+// checkpoint's, as triggered: its kind and format choose the snapshot
+// strategy, and opts.LastCompleted is a checkpoint the operator must treat
+// as complete (notified) before it reuses any earlier upload.
 type Snapshotter interface {
-	SnapshotState(id int64) (OperatorSnapshot, error)
+	SnapshotState(id int64, opts checkpoint.Options) (OperatorSnapshot, error)
 }
 
 // OperatorSnapshot is what an operator's synchronous phase hands to the
@@ -120,14 +124,14 @@ type Ack struct {
 // its snapshot and emits barrier id, between two source batches. Barriers
 // then flow with the records; every subtask acknowledges on Acks once its
 // snapshot is durable. triggerTime is in Unix milliseconds.
-func (j *Job) TriggerCheckpoint(id, triggerTime int64) {
+func (j *Job) TriggerCheckpoint(id, triggerTime int64, opts checkpoint.Options) {
 	for _, t := range j.tasks {
 		if t.source == nil {
 			continue
 		}
 		t.mail.post(func() error {
 			start := t.clock.Now()
-			return t.snapshotAndForward(id, triggerTime, time.Duration(start.UnixMilli()-triggerTime)*time.Millisecond, 0)
+			return t.snapshotAndForward(id, triggerTime, opts, time.Duration(start.UnixMilli()-triggerTime)*time.Millisecond, 0)
 		})
 	}
 }
@@ -191,7 +195,7 @@ func (t *task) notify(id int64, complete bool) error {
 // snapshotAndForward runs the synchronous phase of checkpoint id on every
 // chained operator, forwards barrier id on every output and starts the
 // asynchronous phase, which acknowledges.
-func (t *task) snapshotAndForward(id, triggerTime int64, startDelay, alignment time.Duration) error {
+func (t *task) snapshotAndForward(id, triggerTime int64, opts checkpoint.Options, startDelay, alignment time.Duration) error {
 	start := t.clock.Now()
 	if hook := t.hooks.Sync; hook != nil {
 		if err := hook(t.vertex, t.index, id); err != nil {
@@ -205,7 +209,7 @@ func (t *task) snapshotAndForward(id, triggerTime int64, startDelay, alignment t
 			continue
 		}
 		t.tracker.Cur = i
-		s, err := p.SnapshotState(id)
+		s, err := p.SnapshotState(id, opts)
 		if err != nil {
 			releaseSnapshots(snaps)
 			return t.opError(i, fmt.Errorf("snapshot for checkpoint %d: %w", id, err))
@@ -213,7 +217,7 @@ func (t *task) snapshotAndForward(id, triggerTime int64, startDelay, alignment t
 		snaps[i] = s
 	}
 	for _, rp := range t.partitions {
-		rp.BroadcastEvent(network.Event{Kind: network.EventBarrier, ID: id, Timestamp: triggerTime})
+		rp.BroadcastEvent(network.Event{Kind: network.EventBarrier, ID: id, Timestamp: triggerTime, Checkpoint: opts})
 	}
 	a := Ack{ID: id, StartDelay: max(startDelay, 0), Alignment: alignment, Sync: t.clock.Now().Sub(start)}
 	t.async.Add(1)
@@ -434,7 +438,7 @@ func (t *task) handleBarrierEvent(ch int, ev network.Event) error {
 	now := t.clock.Now().UnixMilli()
 	switch ev.Kind {
 	case network.EventBarrier:
-		t.barriers.OnBarrier(ch, ev.ID, ev.Timestamp, now)
+		t.barriers.OnBarrier(ch, ev.ID, ev.Timestamp, ev.Checkpoint, now)
 	case network.EventCancelBarrier:
 		t.barriers.OnCancelBarrier(ch, ev.ID, now)
 	case network.EventEndOfPartition:
@@ -447,7 +451,7 @@ func (t *task) handleBarrierEvent(ch int, ev network.Event) error {
 		case barrier.Unblock:
 			t.gate.Unblock(a.Ch)
 		case barrier.TriggerSnapshot:
-			if err := t.snapshotAndForward(a.ID, a.TriggerTime, a.StartDelay, a.Alignment); err != nil {
+			if err := t.snapshotAndForward(a.ID, a.TriggerTime, a.Options, a.StartDelay, a.Alignment); err != nil {
 				return err
 			}
 		case barrier.Abort:

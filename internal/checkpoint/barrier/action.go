@@ -4,6 +4,8 @@ import (
 	"errors"
 	"fmt"
 	"time"
+
+	"github.com/weirstream/weir/internal/checkpoint"
 )
 
 // Protocol violations by the upstream side of an input channel. They come
@@ -43,6 +45,9 @@ type TriggerSnapshot struct {
 	// TriggerTime is the coordinator's trigger time carried by the barrier,
 	// in Unix milliseconds; forward it unchanged.
 	TriggerTime int64
+	// Options are the checkpoint's, carried by the barrier: the snapshot
+	// takes them and the forwarded barrier carries them on.
+	Options checkpoint.Options
 	// StartDelay is the time from the trigger to the first barrier of ID
 	// arriving here (never negative, whatever the clock skew).
 	StartDelay time.Duration

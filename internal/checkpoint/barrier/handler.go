@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"strings"
 	"time"
+
+	"github.com/weirstream/weir/internal/checkpoint"
 )
 
 // Mode says how a Handler treats barriers.
@@ -60,6 +62,7 @@ type Handler struct {
 type pendingCheckpoint struct {
 	id           int64
 	triggerTime  int64
+	options      checkpoint.Options
 	firstArrival int64
 	delivered    []bool // by channel
 	missing      int    // live channels that have not delivered the barrier
@@ -91,9 +94,9 @@ func (h *Handler) Actions() []Action {
 }
 
 // OnBarrier handles the barrier of checkpoint id, triggered by the
-// coordinator at triggerTime, arriving on channel ch at now (both Unix
-// milliseconds).
-func (h *Handler) OnBarrier(ch int, id int64, triggerTime int64, now int64) {
+// coordinator at triggerTime with opts, arriving on channel ch at now (both
+// Unix milliseconds).
+func (h *Handler) OnBarrier(ch int, id int64, triggerTime int64, opts checkpoint.Options, now int64) {
 	if !h.checkLive(ch, "barrier", id) {
 		return
 	}
@@ -112,6 +115,7 @@ func (h *Handler) OnBarrier(ch int, id int64, triggerTime int64, now int64) {
 		h.pending = append(h.pending, &pendingCheckpoint{
 			id:           id,
 			triggerTime:  triggerTime,
+			options:      opts,
 			firstArrival: now,
 			delivered:    make([]bool, len(h.ended)),
 			missing:      h.live,
@@ -227,6 +231,7 @@ func (h *Handler) trigger(i int, now int64) {
 	h.emit(TriggerSnapshot{
 		ID:          p.id,
 		TriggerTime: p.triggerTime,
+		Options:     p.options,
 		StartDelay:  time.Duration(max(0, p.firstArrival-p.triggerTime)) * time.Millisecond,
 		Alignment:   time.Duration(max(0, now-p.firstArrival)) * time.Millisecond,
 	})

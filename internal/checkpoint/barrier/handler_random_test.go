@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"testing"
+
+	"github.com/weirstream/weir/internal/checkpoint"
 )
 
 // TestRandomInterleavings feeds handlers random interleavings of barriers,
@@ -135,7 +137,7 @@ func randomRun(seed uint64) (err error) {
 			case 'b':
 				seen[st.id] = true
 				delivered[stepCh][st.id] = true
-				h.OnBarrier(stepCh, st.id, st.id*100, now)
+				h.OnBarrier(stepCh, st.id, st.id*100, checkpoint.Options{}, now)
 			case 'c':
 				h.OnCancelBarrier(stepCh, st.id, now)
 			case 'e':

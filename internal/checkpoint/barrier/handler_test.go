@@ -7,6 +7,8 @@ import (
 	"testing"
 
 	"github.com/cockroachdb/datadriven"
+
+	"github.com/weirstream/weir/internal/checkpoint"
 )
 
 // TestHandlerScripts runs the scripts in testdata. Commands:
@@ -44,7 +46,7 @@ func TestHandlerScripts(t *testing.T) {
 				h = New(int(arg("channels")), m)
 				now = 0
 			case "barrier":
-				h.OnBarrier(int(arg("ch")), arg("id"), arg("trigger"), now)
+				h.OnBarrier(int(arg("ch")), arg("id"), arg("trigger"), checkpoint.Options{}, now)
 			case "cancel":
 				h.OnCancelBarrier(int(arg("ch")), arg("id"), now)
 			case "eop":
@@ -74,8 +76,8 @@ func TestHandlerScripts(t *testing.T) {
 
 func TestFailWraps(t *testing.T) {
 	h := New(2, ExactlyOnce)
-	h.OnBarrier(0, 1, 0, 0)
-	h.OnBarrier(0, 1, 0, 0)
+	h.OnBarrier(0, 1, 0, checkpoint.Options{}, 0)
+	h.OnBarrier(0, 1, 0, checkpoint.Options{}, 0)
 	acts := h.Actions()
 	f, ok := acts[len(acts)-1].(Fail)
 	if !ok || !errors.Is(f.Err, ErrDuplicateBarrier) {
@@ -93,7 +95,7 @@ func TestFailWraps(t *testing.T) {
 func TestAbortCarriesCause(t *testing.T) {
 	h := New(2, AtLeastOnce)
 	cause := errors.New("snapshot failed")
-	h.OnBarrier(0, 4, 0, 0)
+	h.OnBarrier(0, 4, 0, checkpoint.Options{}, 0)
 	h.AbortFromTask(4, cause)
 	acts := h.Actions()
 	if len(acts) != 2 {
@@ -110,7 +112,7 @@ func TestAbortCarriesCause(t *testing.T) {
 func TestTooManyPending(t *testing.T) {
 	h := New(2, AtLeastOnce)
 	for id := int64(1); id <= MaxTrackedCheckpoints+1; id++ {
-		h.OnBarrier(0, id, 0, 0)
+		h.OnBarrier(0, id, 0, checkpoint.Options{}, 0)
 	}
 	acts := h.Actions()
 	if len(acts) != 2 {
@@ -119,7 +121,7 @@ func TestTooManyPending(t *testing.T) {
 	if a, ok := acts[0].(Abort); !ok || a.ID != 1 || a.Reason != ReasonTooManyPending {
 		t.Fatalf("got %v", acts)
 	}
-	h.OnBarrier(1, 1, 0, 0) // given up: ignored
+	h.OnBarrier(1, 1, 0, checkpoint.Options{}, 0) // given up: ignored
 	if acts := h.Actions(); len(acts) != 0 {
 		t.Fatalf("got %v", acts)
 	}

@@ -5,6 +5,8 @@ import (
 	"sort"
 	"strings"
 	"time"
+
+	"github.com/weirstream/weir/internal/checkpoint"
 )
 
 // Action is something the driver must do. The concrete types are Trigger,
@@ -24,6 +26,8 @@ type Trigger struct {
 	Timestamp time.Time
 	// Periodic is false for TriggerManual checkpoints.
 	Periodic bool
+	// Options travel with the barriers to every operator's snapshot.
+	Options checkpoint.Options
 }
 
 // WriteMetadata asks the driver to write chk-ID/_metadata durably from the

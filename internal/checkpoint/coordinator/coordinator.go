@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"slices"
 	"time"
+
+	"github.com/weirstream/weir/internal/checkpoint"
 )
 
 // Coordinator is the checkpoint coordinator's state machine. It is not safe
@@ -276,7 +278,8 @@ func (c *Coordinator) trigger(periodic bool) int64 {
 		periodic:  periodic,
 		acks:      make(map[TaskID]ack, len(c.tasks)),
 	}
-	c.emit(Trigger{ID: id, Timestamp: c.now, Periodic: periodic})
+	c.emit(Trigger{ID: id, Timestamp: c.now, Periodic: periodic,
+		Options: checkpoint.Options{Kind: checkpoint.KindCheckpoint, LastCompleted: c.lastCompletedID}})
 	return id
 }
 

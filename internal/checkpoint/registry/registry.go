@@ -224,17 +224,20 @@ func (g *Registry) Collect() []string {
 // shared/) that may be deleted: those the registry does not track and that
 // no entry of referenced (the files of complete checkpoints the registry
 // does not own, such as an older run's) names, plus those Collect would
-// return. It is only valid while Idle (a running task's uploads not
+// return that referenced does not name. It is only valid while Idle (a running task's uploads not
 // acknowledged yet are unknown here): otherwise it returns ErrRunning and
 // nothing.
 func (g *Registry) Sweep(listed []string, referenced map[string]bool) ([]string, error) {
 	if !g.idle {
 		return nil, ErrRunning
 	}
-	out := g.Collect()
-	seen := make(map[string]bool, len(out))
-	for _, p := range out {
+	var out []string
+	seen := map[string]bool{}
+	for _, p := range g.Collect() {
 		seen[p] = true
+		if !referenced[p] {
+			out = append(out, p)
+		}
 	}
 	for _, p := range listed {
 		if g.files[p] == nil && !referenced[p] && !seen[p] {

@@ -9,8 +9,13 @@
 # Usage: scripts/kill-restart.sh [hashmap|pebble] [kills]
 # Environment: WEIR (a built weir binary; default: go build one),
 # RECORDS (600000), KEYS (1000), RATE (records/s, 100000), PARALLELISM (2),
-# EXTRA (more weir run flags, e.g. "--set execution.checkpointing.mode=AT_LEAST_ONCE").
+# EXTRA (more weir run flags, e.g. "--set execution.checkpointing.mode=AT_LEAST_ONCE"),
+# SEED (seeds the kill times; logged, so a failing run can be repeated).
 set -euo pipefail
+
+seed=${SEED:-$(od -An -N2 -tu2 /dev/urandom | tr -d ' ')}
+RANDOM=$seed
+echo "seed $seed (SEED=$seed repeats the kill times)"
 
 backend=${1:-hashmap}
 kills=${2:-4}
@@ -67,11 +72,12 @@ if [[ -d $work/state ]] && [[ -n $(ls -A "$work/state") ]]; then
 	exit 1
 fi
 
-# Incremental checkpoints: every file under shared/ is referenced by a
-# retained checkpoint, and every referenced file exists.
+# Incremental and changelog checkpoints: every file under shared/ is
+# referenced by a retained checkpoint, every referenced file exists, and no
+# temporary file of a killed upload is left.
 if [[ -d $work/chk/counter/shared ]]; then
 	referenced=$("$weir" checkpoints inspect "$work/chk/counter" --json | grep -o '"path":"shared/[^"]*"' | sed 's/"path":"//; s/"$//' | sort -u)
-	present=$(cd "$work/chk/counter" && find shared -type f ! -name '*.tmp' | sort)
+	present=$(cd "$work/chk/counter" && find shared -type f | sort)
 	if [[ "$referenced" != "$present" ]]; then
 		echo "FAIL: shared files and references differ:"
 		diff <(echo "$referenced") <(echo "$present") || true

@@ -25,6 +25,7 @@ func TestKillRestartScript(t *testing.T) {
 	// during materializations and log uploads (every 10ms) as well as
 	// between them.
 	changelog := "--changelog --set state.changelog.periodic-materialize.interval=700ms"
+	concurrent := "--set execution.checkpointing.interval=10ms --set execution.checkpointing.max-concurrent-checkpoints=3"
 	for _, m := range []struct{ name, backend, extra string }{
 		{"hashmap", "hashmap", ""},
 		{"pebble", "pebble", ""},
@@ -32,6 +33,10 @@ func TestKillRestartScript(t *testing.T) {
 		{"hashmap-changelog", "hashmap", changelog},
 		{"pebble-changelog", "pebble", changelog},
 		{"pebble-incremental-changelog", "pebble", "--incremental " + changelog},
+		// Overlapping checkpoints every 10ms: kills land while several
+		// checkpoints upload, complete and subsume each other.
+		{"pebble-incremental-concurrent", "pebble", "--incremental " + concurrent},
+		{"hashmap-changelog-concurrent", "hashmap", changelog + " " + concurrent},
 	} {
 		t.Run(m.name, func(t *testing.T) {
 			backend := m.backend

@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"sync"
 
+	"github.com/weirstream/weir/internal/checkpoint"
 	"github.com/weirstream/weir/internal/checkpoint/barrier"
 	"github.com/weirstream/weir/internal/checkpoint/coordinator"
 	"github.com/weirstream/weir/internal/checkpoint/metadata"
@@ -154,6 +155,10 @@ var ErrNotRunning = errors.New("the job is not running")
 // not: ErrNotRunning, checkpointing disabled, too many concurrent
 // checkpoints, or the checkpoint's failure. ctx bounds the wait.
 func (e *Environment) TriggerCheckpoint(ctx context.Context) (int64, error) {
+	return e.triggerCheckpoint(ctx, checkpoint.FormatConfigured)
+}
+
+func (e *Environment) triggerCheckpoint(ctx context.Context, format checkpoint.Format) (int64, error) {
 	e.mu.Lock()
 	ended := e.ended
 	e.mu.Unlock()
@@ -162,7 +167,7 @@ func (e *Environment) TriggerCheckpoint(ctx context.Context) (int64, error) {
 	}
 	reply := make(chan runner.ManualResult, 1)
 	select {
-	case e.manual <- runner.ManualRequest{Reply: reply}:
+	case e.manual <- runner.ManualRequest{Reply: reply, Format: format}:
 	case <-ended:
 		return 0, ErrNotRunning
 	case <-ctx.Done():

@@ -3,6 +3,7 @@ package weir
 import (
 	"context"
 
+	"github.com/weirstream/weir/internal/checkpoint"
 	"github.com/weirstream/weir/internal/checkpoint/metadata"
 	"github.com/weirstream/weir/internal/checkpoint/storage"
 	"github.com/weirstream/weir/internal/clock"
@@ -43,4 +44,11 @@ func SetTestHooks(o *Options, h TestHooks) {
 // did.
 func (e *Environment) ExecuteResult(ctx context.Context, name string) (runner.Result, error) {
 	return e.execute(ctx, name)
+}
+
+// TriggerCanonicalCheckpoint is TriggerCheckpoint with the operators
+// writing the canonical format whatever the configuration (what a
+// savepoint will ask for).
+func (e *Environment) TriggerCanonicalCheckpoint(ctx context.Context) (int64, error) {
+	return e.triggerCheckpoint(ctx, checkpoint.FormatCanonical)
 }

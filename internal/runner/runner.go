@@ -22,6 +22,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/weirstream/weir/internal/checkpoint"
 	"github.com/weirstream/weir/internal/checkpoint/coordinator"
 	"github.com/weirstream/weir/internal/checkpoint/metadata"
 	"github.com/weirstream/weir/internal/checkpoint/registry"
@@ -119,6 +120,8 @@ type Hooks struct {
 // once it completed or failed; it needs room for one value.
 type ManualRequest struct {
 	Reply chan<- ManualResult
+	// Format is the snapshot format the operators write.
+	Format checkpoint.Format
 }
 
 // ManualResult is the outcome of a ManualRequest: the checkpoint id (0 if
@@ -459,7 +462,7 @@ func (d *driver) run() error {
 		case <-tc:
 			d.coord.Tick(r.cfg.Clock.Now())
 		case req := <-r.cfg.Manual:
-			id, err := d.coord.TriggerManual(r.cfg.Clock.Now())
+			id, err := d.coord.TriggerManual(r.cfg.Clock.Now(), req.Format)
 			if err != nil {
 				req.Reply <- ManualResult{Err: err}
 			} else {
@@ -479,7 +482,7 @@ func (d *driver) run() error {
 		}
 		d.apply()
 		if d.finalAfter > 0 && !d.finalDone && len(d.coord.Pending()) == 0 && !d.coord.Stopped() {
-			if _, err := d.coord.TriggerManual(r.cfg.Clock.Now()); err == nil {
+			if _, err := d.coord.TriggerManual(r.cfg.Clock.Now(), checkpoint.FormatConfigured); err == nil {
 				d.apply()
 			}
 		}

@@ -226,7 +226,7 @@ func (c *Coordinator) periodic() {
 		c.nextPeriodic = c.now.Add(wait)
 		return
 	}
-	c.trigger(true)
+	c.trigger(true, checkpoint.FormatConfigured)
 }
 
 // runQueued fires a queued periodic trigger if a slot is free; the schedule
@@ -241,7 +241,7 @@ func (c *Coordinator) runQueued() {
 		c.nextPeriodic = c.now.Add(wait)
 		return
 	}
-	c.trigger(true)
+	c.trigger(true, checkpoint.FormatConfigured)
 	c.nextPeriodic = c.now.Add(c.cfg.Interval)
 }
 
@@ -256,8 +256,10 @@ func (c *Coordinator) minPauseLeft() time.Duration {
 // (as Flink does for non-periodic requests) but not MaxConcurrent: with
 // MaxConcurrent checkpoints pending it returns ErrTooManyConcurrent (Flink
 // would queue the request; the driver may retry after the next completion or
-// abort). After Shutdown or FailJob it returns ErrStopped.
-func (c *Coordinator) TriggerManual(now time.Time) (int64, error) {
+// abort). After Shutdown or FailJob it returns ErrStopped. format is the
+// snapshot format the operators write (checkpoint.FormatConfigured: the
+// job's configured one).
+func (c *Coordinator) TriggerManual(now time.Time, format checkpoint.Format) (int64, error) {
 	c.advance(now)
 	if c.stopped {
 		return 0, ErrStopped
@@ -265,10 +267,10 @@ func (c *Coordinator) TriggerManual(now time.Time) (int64, error) {
 	if n := len(c.pending); n >= c.cfg.MaxConcurrent {
 		return 0, fmt.Errorf("%w (%d pending, max-concurrent-checkpoints %d)", ErrTooManyConcurrent, n, c.cfg.MaxConcurrent)
 	}
-	return c.trigger(false), nil
+	return c.trigger(false, format), nil
 }
 
-func (c *Coordinator) trigger(periodic bool) int64 {
+func (c *Coordinator) trigger(periodic bool, format checkpoint.Format) int64 {
 	id := c.nextID
 	c.nextID++
 	c.pending[id] = &pendingCheckpoint{
@@ -279,7 +281,7 @@ func (c *Coordinator) trigger(periodic bool) int64 {
 		acks:      make(map[TaskID]ack, len(c.tasks)),
 	}
 	c.emit(Trigger{ID: id, Timestamp: c.now, Periodic: periodic,
-		Options: checkpoint.Options{Kind: checkpoint.KindCheckpoint, LastCompleted: c.lastCompletedID}})
+		Options: checkpoint.Options{Kind: checkpoint.KindCheckpoint, Format: format, LastCompleted: c.lastCompletedID}})
 	return id
 }
 

@@ -8,6 +8,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/weirstream/weir/internal/checkpoint"
 )
 
 // TestRandomized drives coordinators with random configurations and random
@@ -166,7 +168,7 @@ func runRandom(t *testing.T, seed uint64, seen map[string]int) {
 			c.Tick(now)
 		case r < 30:
 			op = "trigger"
-			got, err := c.TriggerManual(now)
+			got, err := c.TriggerManual(now, checkpoint.FormatConfigured)
 			if err == nil && got != lastTrigger+1 && lastTrigger != 0 {
 				t.Fatalf("manual trigger got id %d after %d", got, lastTrigger)
 			}

@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"github.com/cockroachdb/datadriven"
+
+	"github.com/weirstream/weir/internal/checkpoint"
 )
 
 // base is time zero of the scripts: t=1200ms means base + 1.2s.
@@ -117,7 +119,7 @@ func TestScripts(t *testing.T) {
 			case "tick":
 				c.Tick(now())
 			case "trigger":
-				id, err := c.TriggerManual(now())
+				id, err := c.TriggerManual(now(), checkpoint.FormatConfigured)
 				if err != nil {
 					fmt.Fprintf(&out, "error: %v\n", err)
 				} else {

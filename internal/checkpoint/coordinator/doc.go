@@ -9,7 +9,7 @@
 //
 //   - Tick(now): expire pending checkpoints whose Timeout has passed, then
 //     trigger a periodic checkpoint if one is due.
-//   - TriggerManual(now): trigger now (ignores Interval and MinPause,
+//   - TriggerManual(now, format): trigger now (ignores Interval and MinPause,
 //     respects MaxConcurrent).
 //   - Ack(now, id, task, stats, handle): a task's acknowledgement.
 //   - MetadataWritten(now, id) / MetadataFailed(now, id, err): the outcome of

@@ -103,7 +103,7 @@ func TestToleranceExceededFailsTheJob(t *testing.T) {
 	env, faults, logs := failureEnv(t, t.TempDir(), 1_000_000, weir.CheckpointOptions{TolerableFailures: 1}, weir.TestHooks{})
 	faults.Fail(blobtest.OpFinish, "counter/chk-*/*.kst", nil, 0)
 	_, err := env.ExecuteResult(context.Background(), "counter")
-	if err == nil || !strings.Contains(err.Error(), "Exceeded checkpoint tolerable failure threshold.") {
+	if !errors.Is(err, weir.ErrTooManyCheckpointFailures) || !strings.Contains(err.Error(), "Exceeded checkpoint tolerable failure threshold.") {
 		t.Fatalf("err = %v, want the tolerable failure threshold message\n%s", err, logs)
 	}
 }
@@ -119,7 +119,7 @@ func TestCheckpointExpires(t *testing.T) {
 	}}
 	env, _, logs := failureEnv(t, t.TempDir(), 1_000_000, weir.CheckpointOptions{Timeout: 100 * time.Millisecond}, hooks)
 	_, err := env.ExecuteResult(context.Background(), "counter")
-	if err == nil || !strings.Contains(err.Error(), "Exceeded checkpoint tolerable failure threshold.") {
+	if !errors.Is(err, weir.ErrTooManyCheckpointFailures) || !strings.Contains(err.Error(), "Exceeded checkpoint tolerable failure threshold.") {
 		t.Fatalf("err = %v, want the tolerable failure threshold message\n%s", err, logs)
 	}
 	if !strings.Contains(logs.String(), "Checkpoint 2 of job counter expired before completing.") {

@@ -260,3 +260,9 @@ func completedFunc(f func(CompletedCheckpoint), m *changelogMetrics) func(coordi
 			MaxAlignment: a.Stats.MaxAlignment.D, Changelog: m.snapshot()})
 	}
 }
+
+// ErrTooManyCheckpointFailures is matched (errors.Is) by Execute's error
+// when the job failed because more consecutive checkpoints failed than
+// CheckpointOptions.TolerableFailures allows (and the restart strategy
+// allowed no more restarts).
+var ErrTooManyCheckpointFailures = runner.ErrTooManyCheckpointFailures

@@ -146,6 +146,21 @@ type Result struct {
 	Latest *metadata.Checkpoint
 }
 
+// ErrTooManyCheckpointFailures is matched (errors.Is) by the error of a
+// job that failed because more consecutive checkpoints failed than
+// execution.checkpointing.tolerable-failed-checkpoints allows. Its text is
+// Flink's "Exceeded checkpoint tolerable failure threshold." message.
+var ErrTooManyCheckpointFailures = errors.New("exceeded checkpoint tolerable failure threshold")
+
+type checkpointFailuresError struct{ msg string }
+
+func (e *checkpointFailuresError) Error() string { return e.msg }
+
+// Is makes the error match ErrTooManyCheckpointFailures.
+func (e *checkpointFailuresError) Is(target error) bool {
+	return target == ErrTooManyCheckpointFailures
+}
+
 // ErrNotRestartable wraps failures that a restart cannot fix, such as a
 // checkpoint whose state does not fit the job.
 var ErrNotRestartable = errors.New("not restartable")
@@ -329,6 +344,10 @@ func (r *runner) endRetention(ctx context.Context, deleting ...Retention) {
 	}
 }
 
+// taskState is what one task's acknowledgement hands the coordinator: the
+// state of each of its chained operators.
+type taskState = []task.OperatorState
+
 // metaResult is the outcome of one _metadata write.
 type metaResult struct {
 	id  int64
@@ -371,7 +390,7 @@ type driver struct {
 	ctx   context.Context
 	r     *runner
 	job   *task.Job
-	coord *coordinator.Coordinator
+	coord *coordinator.Coordinator[taskState]
 	names map[coordinator.TaskID]string
 
 	meta    chan metaResult
@@ -421,7 +440,7 @@ func (d *driver) run() error {
 	}
 	cc := r.cfg.Checkpoint
 	cc.Tasks, cc.JobName = tasks, r.cfg.JobName
-	coord, err := coordinator.New(cc, r.cfg.Clock.Now(), r.nextID)
+	coord, err := coordinator.New[taskState](cc, r.cfg.Clock.Now(), r.nextID)
 	if err == nil && r.latest != nil {
 		err = coord.Restore(r.latest.ID, r.retained)
 	}
@@ -592,7 +611,7 @@ func (d *driver) apply() {
 			d.triggers[a.ID] = a.Timestamp
 			r.reg.Triggered(a.ID, a.Options.LastCompleted)
 			d.job.TriggerCheckpoint(a.ID, a.Timestamp.UnixMilli(), a.Options)
-		case coordinator.WriteMetadata:
+		case coordinator.WriteMetadata[taskState]:
 			d.writeMetadata(a)
 		case coordinator.Completed:
 			cp := d.pending[a.ID]
@@ -665,14 +684,12 @@ func (d *driver) apply() {
 					job.NotifyCheckpointAborted(id)
 				}
 			}()
-		case coordinator.DiscardState:
+		case coordinator.DiscardState[taskState]:
 			r.log.Info(a.Message)
-			if states, ok := a.Handle.([]task.OperatorState); ok {
-				d.discardPrivate(states)
-			}
+			d.discardPrivate(a.Handle)
 		case coordinator.FailJob:
 			r.log.Error(a.Message, "checkpoint", a.ID, "reason", a.Reason.String())
-			d.job.Cancel(fmt.Errorf("job %s: %s", r.cfg.JobName, a.Message))
+			d.job.Cancel(&checkpointFailuresError{fmt.Sprintf("job %s: %s", r.cfg.JobName, a.Message)})
 		}
 	}
 	r.collect()
@@ -680,7 +697,7 @@ func (d *driver) apply() {
 
 // writeMetadata assembles the checkpoint's metadata from the tasks'
 // handles and writes it in the background.
-func (d *driver) writeMetadata(a coordinator.WriteMetadata) {
+func (d *driver) writeMetadata(a coordinator.WriteMetadata[taskState]) {
 	r := d.r
 	// The completion time recorded is when the last task acknowledged:
 	// _metadata cannot hold the moment it is itself durable.
@@ -688,8 +705,7 @@ func (d *driver) writeMetadata(a coordinator.WriteMetadata) {
 		TriggerTime: d.triggers[a.ID].UnixMilli(), CompletionTime: r.cfg.Clock.Now().UnixMilli()}
 	ops := map[string]*metadata.Operator{}
 	var order []string
-	for _, h := range a.Handles {
-		states, _ := h.([]task.OperatorState)
+	for _, states := range a.Handles {
 		for _, s := range states {
 			op := ops[s.UID]
 			if op == nil {

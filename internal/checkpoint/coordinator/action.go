@@ -33,9 +33,9 @@ type Trigger struct {
 // WriteMetadata asks the driver to write chk-ID/_metadata durably from the
 // handles of every task, then call MetadataWritten (or MetadataFailed). The
 // checkpoint is not complete before that.
-type WriteMetadata struct {
+type WriteMetadata[H any] struct {
 	ID      int64
-	Handles map[TaskID]any
+	Handles map[TaskID]H
 	Stats   Stats
 }
 
@@ -86,10 +86,10 @@ type NotifyAborted struct{ ID int64 }
 // acknowledgement the coordinator did not take: for a checkpoint that is no
 // longer pending (a late ack after expiry is common) or never existed, or
 // from an unknown task. Message is the Flink log text.
-type DiscardState struct {
+type DiscardState[H any] struct {
 	ID      int64
 	Task    TaskID
-	Handle  any
+	Handle  H
 	Message string
 }
 
@@ -105,16 +105,16 @@ type FailJob struct {
 	Reason Reason
 }
 
-func (Trigger) isAction()        {}
-func (WriteMetadata) isAction()  {}
-func (Completed) isAction()      {}
-func (NotifyComplete) isAction() {}
-func (Subsume) isAction()        {}
-func (Aborted) isAction()        {}
-func (CleanupFiles) isAction()   {}
-func (NotifyAborted) isAction()  {}
-func (DiscardState) isAction()   {}
-func (FailJob) isAction()        {}
+func (Trigger) isAction()          {}
+func (WriteMetadata[H]) isAction() {}
+func (Completed) isAction()        {}
+func (NotifyComplete) isAction()   {}
+func (Subsume) isAction()          {}
+func (Aborted) isAction()          {}
+func (CleanupFiles) isAction()     {}
+func (NotifyAborted) isAction()    {}
+func (DiscardState[H]) isAction()  {}
+func (FailJob) isAction()          {}
 
 func fmtTime(t time.Time) string { return t.UTC().Format(time.RFC3339Nano) }
 
@@ -126,7 +126,7 @@ func (a Trigger) String() string {
 	return fmt.Sprintf("trigger id=%d ts=%s %s", a.ID, fmtTime(a.Timestamp), kind)
 }
 
-func (a WriteMetadata) String() string {
+func (a WriteMetadata[H]) String() string {
 	tasks := make([]TaskID, 0, len(a.Handles))
 	for t := range a.Handles {
 		tasks = append(tasks, t)
@@ -171,7 +171,7 @@ func (a Aborted) String() string {
 func (a CleanupFiles) String() string  { return fmt.Sprintf("cleanup-files id=%d", a.ID) }
 func (a NotifyAborted) String() string { return fmt.Sprintf("notify-aborted id=%d", a.ID) }
 
-func (a DiscardState) String() string {
+func (a DiscardState[H]) String() string {
 	return fmt.Sprintf("discard-state id=%d task=%s handle=%v: %s", a.ID, a.Task, a.Handle, a.Message)
 }
 

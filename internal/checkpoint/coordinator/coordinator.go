@@ -11,7 +11,7 @@ import (
 // Coordinator is the checkpoint coordinator's state machine. It is not safe
 // for concurrent use: one goroutine (the driver) owns it, feeds it inputs and
 // drains Actions after each one.
-type Coordinator struct {
+type Coordinator[H any] struct {
 	cfg   Config
 	tasks map[TaskID]bool
 
@@ -19,7 +19,7 @@ type Coordinator struct {
 	firstID int64
 	nextID  int64
 
-	pending map[int64]*pendingCheckpoint
+	pending map[int64]*pendingCheckpoint[H]
 
 	retained        []int64 // completed and retained, oldest first
 	lastCompletedID int64   // 0: none
@@ -39,18 +39,18 @@ type Coordinator struct {
 	actions []Action
 }
 
-type pendingCheckpoint struct {
+type pendingCheckpoint[H any] struct {
 	id         int64
 	triggered  time.Time
 	deadline   time.Time
 	periodic   bool
-	acks       map[TaskID]ack
+	acks       map[TaskID]ack[H]
 	finalizing bool // all acked, WriteMetadata emitted
 }
 
-type ack struct {
+type ack[H any] struct {
 	stats  TaskStats
-	handle any
+	handle H
 	at     time.Time
 }
 
@@ -58,7 +58,7 @@ type ack struct {
 // for a new job; the restored checkpoint's id + 1 after a restart, or use
 // Restore). The first periodic trigger is due at now + Interval (Flink picks
 // a random initial delay; weir stays deterministic).
-func New(cfg Config, now time.Time, firstID int64) (*Coordinator, error) {
+func New[H any](cfg Config, now time.Time, firstID int64) (*Coordinator[H], error) {
 	cfg.EnsureDefaults()
 	if err := cfg.Validate(); err != nil {
 		return nil, err
@@ -67,13 +67,13 @@ func New(cfg Config, now time.Time, firstID int64) (*Coordinator, error) {
 		return nil, fmt.Errorf("coordinator: first checkpoint id %d is less than 1", firstID)
 	}
 	cfg.Tasks = slices.Clone(cfg.Tasks)
-	c := &Coordinator{
+	c := &Coordinator[H]{
 		cfg:     cfg,
 		tasks:   make(map[TaskID]bool, len(cfg.Tasks)),
 		now:     now,
 		firstID: firstID,
 		nextID:  firstID,
-		pending: make(map[int64]*pendingCheckpoint),
+		pending: make(map[int64]*pendingCheckpoint[H]),
 	}
 	for _, t := range cfg.Tasks {
 		c.tasks[t] = true
@@ -90,7 +90,7 @@ func New(cfg Config, now time.Time, firstID int64) (*Coordinator, error) {
 // subsumed beyond NumRetained on the next completion, oldest first, and
 // failures of checkpoints not newer than latestCompleted are not counted. It
 // must be called before the first trigger.
-func (c *Coordinator) Restore(latestCompleted int64, retained []int64) error {
+func (c *Coordinator[H]) Restore(latestCompleted int64, retained []int64) error {
 	if c.nextID != c.firstID || c.stopped {
 		return fmt.Errorf("coordinator: Restore after the first trigger")
 	}
@@ -114,7 +114,7 @@ func (c *Coordinator) Restore(latestCompleted int64, retained []int64) error {
 
 // Actions drains the actions accumulated since the last call, in the order
 // the driver must carry them out.
-func (c *Coordinator) Actions() []Action {
+func (c *Coordinator[H]) Actions() []Action {
 	a := c.actions
 	c.actions = nil
 	return a
@@ -124,7 +124,7 @@ func (c *Coordinator) Actions() []Action {
 // the next periodic trigger and the next expiry deadline. The zero time
 // means nothing is scheduled (periodic checkpoints off or suspended, nothing
 // pending, or stopped); the driver then waits for other input.
-func (c *Coordinator) NextTick() time.Time {
+func (c *Coordinator[H]) NextTick() time.Time {
 	if c.stopped {
 		return time.Time{}
 	}
@@ -142,7 +142,7 @@ func (c *Coordinator) NextTick() time.Time {
 
 // Pending returns the ids of the pending checkpoints (including those whose
 // _metadata is being written), ascending.
-func (c *Coordinator) Pending() []int64 {
+func (c *Coordinator[H]) Pending() []int64 {
 	ids := make([]int64, 0, len(c.pending))
 	for id := range c.pending {
 		ids = append(ids, id)
@@ -152,33 +152,33 @@ func (c *Coordinator) Pending() []int64 {
 }
 
 // Retained returns the retained completed checkpoint ids, oldest first.
-func (c *Coordinator) Retained() []int64 { return slices.Clone(c.retained) }
+func (c *Coordinator[H]) Retained() []int64 { return slices.Clone(c.retained) }
 
 // LatestCompleted returns the latest completed checkpoint id, 0 if none.
-func (c *Coordinator) LatestCompleted() int64 { return c.lastCompletedID }
+func (c *Coordinator[H]) LatestCompleted() int64 { return c.lastCompletedID }
 
 // NextID returns the id the next trigger will use.
-func (c *Coordinator) NextID() int64 { return c.nextID }
+func (c *Coordinator[H]) NextID() int64 { return c.nextID }
 
 // Failures returns the current count of consecutive counted failures.
-func (c *Coordinator) Failures() int { return c.failures }
+func (c *Coordinator[H]) Failures() int { return c.failures }
 
 // Stopped reports whether Shutdown ran or the coordinator failed the job.
-func (c *Coordinator) Stopped() bool { return c.stopped }
+func (c *Coordinator[H]) Stopped() bool { return c.stopped }
 
-func (c *Coordinator) advance(now time.Time) {
+func (c *Coordinator[H]) advance(now time.Time) {
 	if now.After(c.now) {
 		c.now = now
 	}
 }
 
-func (c *Coordinator) emit(a Action) { c.actions = append(c.actions, a) }
+func (c *Coordinator[H]) emit(a Action) { c.actions = append(c.actions, a) }
 
 // Tick advances time: it expires pending checkpoints whose deadline has
 // passed (oldest first), then triggers a periodic checkpoint if one is due
 // and allowed. Expiry happens only here: an input that arrives after a
 // deadline but before the Tick that notices it is processed normally.
-func (c *Coordinator) Tick(now time.Time) {
+func (c *Coordinator[H]) Tick(now time.Time) {
 	c.advance(now)
 	if c.stopped {
 		return
@@ -204,7 +204,7 @@ func (c *Coordinator) Tick(now time.Time) {
 // within MinPause of the last completion is dropped and the schedule moves
 // to lastCompletion + MinPause. Missed slots (a late Tick) are skipped, not
 // caught up.
-func (c *Coordinator) periodic() {
+func (c *Coordinator[H]) periodic() {
 	if c.stopped || c.cfg.Interval == 0 {
 		return
 	}
@@ -232,7 +232,7 @@ func (c *Coordinator) periodic() {
 // runQueued fires a queued periodic trigger if a slot is free; the schedule
 // restarts from it (now + Interval), as Flink reschedules its periodic
 // trigger after a queued request.
-func (c *Coordinator) runQueued() {
+func (c *Coordinator[H]) runQueued() {
 	if !c.queued || c.stopped || len(c.pending) >= c.cfg.MaxConcurrent {
 		return
 	}
@@ -245,7 +245,7 @@ func (c *Coordinator) runQueued() {
 	c.nextPeriodic = c.now.Add(c.cfg.Interval)
 }
 
-func (c *Coordinator) minPauseLeft() time.Duration {
+func (c *Coordinator[H]) minPauseLeft() time.Duration {
 	if c.cfg.MinPause == 0 || !c.hasCompletion {
 		return 0
 	}
@@ -259,7 +259,7 @@ func (c *Coordinator) minPauseLeft() time.Duration {
 // abort). After Shutdown or FailJob it returns ErrStopped. format is the
 // snapshot format the operators write (checkpoint.FormatConfigured: the
 // job's configured one).
-func (c *Coordinator) TriggerManual(now time.Time, format checkpoint.Format) (int64, error) {
+func (c *Coordinator[H]) TriggerManual(now time.Time, format checkpoint.Format) (int64, error) {
 	c.advance(now)
 	if c.stopped {
 		return 0, ErrStopped
@@ -270,15 +270,15 @@ func (c *Coordinator) TriggerManual(now time.Time, format checkpoint.Format) (in
 	return c.trigger(false, format), nil
 }
 
-func (c *Coordinator) trigger(periodic bool, format checkpoint.Format) int64 {
+func (c *Coordinator[H]) trigger(periodic bool, format checkpoint.Format) int64 {
 	id := c.nextID
 	c.nextID++
-	c.pending[id] = &pendingCheckpoint{
+	c.pending[id] = &pendingCheckpoint[H]{
 		id:        id,
 		triggered: c.now,
 		deadline:  c.now.Add(c.cfg.Timeout),
 		periodic:  periodic,
-		acks:      make(map[TaskID]ack, len(c.tasks)),
+		acks:      make(map[TaskID]ack[H], len(c.tasks)),
 	}
 	c.emit(Trigger{ID: id, Timestamp: c.now, Periodic: periodic,
 		Options: checkpoint.Options{Kind: checkpoint.KindCheckpoint, Format: format, LastCompleted: c.lastCompletedID}})
@@ -293,7 +293,7 @@ func (c *Coordinator) trigger(periodic bool, format checkpoint.Format) int64 {
 // the handle's files (Flink's discardSubtaskState). A duplicate ack, or an
 // ack for a retained completed checkpoint, is ignored without discarding,
 // since its files may be in use.
-func (c *Coordinator) Ack(now time.Time, id int64, task TaskID, stats TaskStats, handle any) {
+func (c *Coordinator[H]) Ack(now time.Time, id int64, task TaskID, stats TaskStats, handle H) {
 	c.advance(now)
 	p := c.pending[id]
 	switch {
@@ -306,10 +306,10 @@ func (c *Coordinator) Ack(now time.Time, id int64, task TaskID, stats TaskStats,
 		} else {
 			msg = fmt.Sprintf("Received message for an unknown checkpoint %d from task %s of job %s.", id, task, c.cfg.JobName)
 		}
-		c.emit(DiscardState{ID: id, Task: task, Handle: handle, Message: msg})
+		c.emit(DiscardState[H]{ID: id, Task: task, Handle: handle, Message: msg})
 		return
 	case !c.tasks[task]:
-		c.emit(DiscardState{ID: id, Task: task, Handle: handle, Message: fmt.Sprintf(
+		c.emit(DiscardState[H]{ID: id, Task: task, Handle: handle, Message: fmt.Sprintf(
 			"Could not acknowledge the checkpoint %d for task %s of job %s, because the task is unknown. Discarding the state handle to avoid lingering state.",
 			id, task, c.cfg.JobName)})
 		return
@@ -317,19 +317,19 @@ func (c *Coordinator) Ack(now time.Time, id int64, task TaskID, stats TaskStats,
 	if _, dup := p.acks[task]; dup || p.finalizing {
 		return
 	}
-	p.acks[task] = ack{stats: stats, handle: handle, at: c.now}
+	p.acks[task] = ack[H]{stats: stats, handle: handle, at: c.now}
 	if len(p.acks) < len(c.tasks) {
 		return
 	}
 	p.finalizing = true
-	handles := make(map[TaskID]any, len(p.acks))
+	handles := make(map[TaskID]H, len(p.acks))
 	for t, a := range p.acks {
 		handles[t] = a.handle
 	}
-	c.emit(WriteMetadata{ID: id, Handles: handles, Stats: c.stats(p)})
+	c.emit(WriteMetadata[H]{ID: id, Handles: handles, Stats: c.stats(p)})
 }
 
-func (c *Coordinator) stats(p *pendingCheckpoint) Stats {
+func (c *Coordinator[H]) stats(p *pendingCheckpoint[H]) Stats {
 	reports := make([]TaskReport, 0, len(p.acks))
 	for t, a := range p.acks {
 		reports = append(reports, TaskReport{Task: t, Stats: a.stats, EndToEnd: a.at.Sub(p.triggered)})
@@ -343,7 +343,7 @@ func (c *Coordinator) stats(p *pendingCheckpoint) Stats {
 // ReasonSubsumed, resets the failure count, and may fire a queued periodic
 // trigger. It is ignored unless id is finalizing (for example it expired
 // while its _metadata was being written; its CleanupFiles was emitted then).
-func (c *Coordinator) MetadataWritten(now time.Time, id int64) {
+func (c *Coordinator[H]) MetadataWritten(now time.Time, id int64) {
 	c.advance(now)
 	p := c.pending[id]
 	if c.stopped || p == nil || !p.finalizing {
@@ -381,7 +381,7 @@ func (c *Coordinator) MetadataWritten(now time.Time, id int64) {
 // MetadataFailed reports that writing chk-id/_metadata failed: the
 // checkpoint is aborted with ReasonIOError (counted). Ignored unless id is
 // finalizing.
-func (c *Coordinator) MetadataFailed(now time.Time, id int64, err error) {
+func (c *Coordinator[H]) MetadataFailed(now time.Time, id int64, err error) {
 	c.advance(now)
 	p := c.pending[id]
 	if c.stopped || p == nil || !p.finalizing {
@@ -397,7 +397,7 @@ func (c *Coordinator) MetadataFailed(now time.Time, id int64, err error) {
 // ReasonTaskNotReady, ...; 0 means ReasonDeclined). The checkpoint is
 // aborted. Declines for checkpoints that are not pending, or already
 // finalizing (every task acked, so the decline is stale), are ignored.
-func (c *Coordinator) Decline(now time.Time, id int64, task TaskID, cause error, kind Reason) {
+func (c *Coordinator[H]) Decline(now time.Time, id int64, task TaskID, cause error, kind Reason) {
 	c.advance(now)
 	p := c.pending[id]
 	if c.stopped || p == nil || p.finalizing {
@@ -415,7 +415,7 @@ func (c *Coordinator) Decline(now time.Time, id int64, task TaskID, cause error,
 // ReasonJobCanceled; ReasonJobFailing for a failover). These aborts never
 // count as failures. Afterwards the coordinator ignores all input except
 // late acks, whose state it still asks the driver to discard.
-func (c *Coordinator) Shutdown(now time.Time, reason Reason) {
+func (c *Coordinator[H]) Shutdown(now time.Time, reason Reason) {
 	c.advance(now)
 	if c.stopped {
 		return
@@ -426,7 +426,7 @@ func (c *Coordinator) Shutdown(now time.Time, reason Reason) {
 	c.stop(reason, ErrShutdown)
 }
 
-func (c *Coordinator) stop(reason Reason, cause error) {
+func (c *Coordinator[H]) stop(reason Reason, cause error) {
 	c.stopped = true
 	c.queued = false
 	for _, id := range c.Pending() {
@@ -440,7 +440,7 @@ func (c *Coordinator) stop(reason Reason, cause error) {
 // checkpoint newer than the last completed one increments the count, and a
 // count above TolerableFailures emits FailJob and suspends the coordinator.
 // Callers run runQueued afterwards.
-func (c *Coordinator) abort(p *pendingCheckpoint, reason Reason, msg string, cause error) {
+func (c *Coordinator[H]) abort(p *pendingCheckpoint[H], reason Reason, msg string, cause error) {
 	delete(c.pending, p.id)
 	counted := reason.Counts() && p.id > c.lastCompletedID && !c.stopped
 	c.emit(Aborted{ID: p.id, Reason: reason, Message: msg, Cause: cause, Counted: counted})

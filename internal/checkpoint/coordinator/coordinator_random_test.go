@@ -61,7 +61,7 @@ func runRandom(t *testing.T, seed uint64, seen map[string]int) {
 		cfg.Tasks = append(cfg.Tasks, TaskID{Vertex: i % 2, Subtask: i / 2})
 	}
 	now := base
-	c, err := New(cfg, now, 1)
+	c, err := New[int64](cfg, now, 1)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -80,7 +80,7 @@ func runRandom(t *testing.T, seed uint64, seen map[string]int) {
 	check := func(op string, writtenID int64) {
 		acts := c.Actions()
 		for i, a := range acts {
-			name := strings.TrimPrefix(fmt.Sprintf("%T", a), "coordinator.")
+			name, _, _ := strings.Cut(strings.TrimPrefix(fmt.Sprintf("%T", a), "coordinator."), "[")
 			if ab, ok := a.(Aborted); ok {
 				name = "aborted-" + ab.Reason.String()
 			}
@@ -95,7 +95,7 @@ func runRandom(t *testing.T, seed uint64, seen map[string]int) {
 				}
 				lastTrigger = a.ID
 				cps[a.ID] = pendingS
-			case WriteMetadata:
+			case WriteMetadata[int64]:
 				if cps[a.ID] != pendingS || len(a.Handles) != ntasks {
 					t.Fatalf("%s: write-metadata %d in state %d with %d handles", op, a.ID, cps[a.ID], len(a.Handles))
 				}

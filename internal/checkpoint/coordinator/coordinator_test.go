@@ -38,7 +38,7 @@ var base = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 // Regenerate with -rewrite.
 func TestScripts(t *testing.T) {
 	datadriven.Walk(t, "testdata", func(t *testing.T, path string) {
-		var c *Coordinator
+		var c *Coordinator[string]
 		datadriven.RunTest(t, path, func(t *testing.T, d *datadriven.TestData) string {
 			str := func(key, def string) string {
 				if a, ok := d.Arg(key); ok {
@@ -98,7 +98,7 @@ func TestScripts(t *testing.T) {
 					}
 				}
 				var err error
-				c, err = New(cfg, base, num("first-id", 1))
+				c, err = New[string](cfg, base, num("first-id", 1))
 				if err != nil {
 					return "error: " + err.Error() + "\n"
 				}
@@ -201,10 +201,10 @@ func TestConfigValidate(t *testing.T) {
 	if def.MaxConcurrent != 1 || def.Timeout != 10*time.Minute || def.NumRetained != 1 || def.TolerableFailures != 0 {
 		t.Fatalf("defaults: %+v", def)
 	}
-	if _, err := New(Config{}, base, 1); err == nil {
+	if _, err := New[string](Config{}, base, 1); err == nil {
 		t.Fatal("New accepted a config without tasks")
 	}
-	if _, err := New(def, base, 0); err == nil {
+	if _, err := New[string](def, base, 0); err == nil {
 		t.Fatal("New accepted first id 0")
 	}
 }

@@ -228,7 +228,9 @@ func (r *runner) run(ctx context.Context) error {
 			r.endRetention(context.WithoutCancel(ctx), DeleteOnCancellation, NoExternalizedCheckpoints)
 			return err
 		}
-		if errors.Is(err, ErrNotRestartable) || r.cfg.Restart == nil {
+		// A checkpoint whose state does not fit the job fails every
+		// restore the same way: restarting would loop forever.
+		if errors.Is(err, ErrNotRestartable) || errors.Is(err, task.ErrStateMismatch) || r.cfg.Restart == nil {
 			r.endRetention(ctx, NoExternalizedCheckpoints)
 			return err
 		}

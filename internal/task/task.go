@@ -365,6 +365,11 @@ func (t *task) runInput(ctx context.Context) error {
 		return nil
 	}
 	for live > 0 {
+		// Buffered input can keep a task busy for a long time after a
+		// cancellation: check once per buffer.
+		if ctx.Err() != nil {
+			return t.canceled(ctx)
+		}
 		if err := t.awaitOutputs(ctx); err != nil {
 			return err
 		}

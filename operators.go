@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"sync"
 
 	"github.com/weirstream/weir/internal/checkpoint"
 	"github.com/weirstream/weir/internal/graph"
@@ -221,20 +222,44 @@ func SinkTo[T any](s *DataStream[T], sink Sink[T]) *DataSink {
 		n.Name = "Sink: " + named.Name()
 	}
 	connect(s, n, newNodeImpl(func(ctx *task.OpContext, _ network.Output[T]) (task.Built, error) {
-		op := &sinkOp[T]{opBase: newOpBase(ctx), sink: sink}
+		op := &sinkOp[T]{opBase: newOpBase(ctx), sink: sink, post: ctx.Post}
 		return task.Built{Op: op, Input: network.Output[T](op)}, nil
 	}))
 	return &DataSink{env: s.env, node: n}
 }
 
+// sinkOp runs a sink. For a TwoPhaseCommitSink it drives the protocol, and
+// with a PreCommitSyncer writer it keeps this order for every transaction,
+// whatever the order in which overlapping checkpoints
+// (max-concurrent-checkpoints > 1) finish their phases:
+//
+//	PreCommit (synchronous phase of its checkpoint N)
+//	  < SyncPreCommitted (asynchronous phase of N or of any later checkpoint)
+//	  < Commit (completion of N or of any later checkpoint)
+//
+// Every checkpoint's state lists all transactions pending at its barrier,
+// not only its own, and a restore commits them all; so the asynchronous
+// phase of checkpoint M makes every transaction it lists durable, not only
+// the one pre-committed at M. Checkpoint N+1 can then complete only once
+// N's transaction is synced too, even if N's asynchronous phase has not
+// reached the sink yet (it finds the work done and does nothing). Each
+// transaction is synced once (txnSync); a phase that needs it while another
+// syncs it waits for that sync. The commit checks it again, on the task
+// goroutine: a transaction is never committed before its sync returned nil.
 type sinkOp[T any] struct {
 	opBase
-	sink    Sink[T]
-	writer  SinkWriter[T]
-	tpc     TwoPhaseCommitSink[T]
-	pre     PreCommitter
+	sink   Sink[T]
+	writer SinkWriter[T]
+	tpc    TwoPhaseCommitSink[T]
+	pre    PreCommitter
+	// syncer is pre as a PreCommitSyncer, nil if PreCommit makes its
+	// transactions durable itself.
+	syncer  PreCommitSyncer
 	pending []sinkTxn // pre-committed, not yet committed, oldest first
 	written int64
+	// post runs fn on the task goroutine, where an error fails the task
+	// (OpContext.Post; unit tests replace it).
+	post func(fn func() error)
 }
 
 // RecordCount implements task.RecordCounter.
@@ -250,6 +275,49 @@ type sinkTxn struct {
 	checkpoint int64
 	subtask    int
 	txn        []byte
+	// durable syncs the transaction once; nil if the writer is not a
+	// PreCommitSyncer (PreCommit made the transaction durable).
+	durable *txnSync
+}
+
+// txnSync makes one pre-committed transaction durable exactly once, on
+// whichever goroutine asks first: the asynchronous phase of any checkpoint
+// that lists the transaction or, as a last resort, the commit. Later callers
+// wait for that sync and get its result. A failed sync is final: after a
+// failed fsync the kernel may have dropped the dirty pages, so a retry that
+// succeeds proves nothing.
+type txnSync struct {
+	once sync.Once
+	run  func() error
+	err  error
+}
+
+// wait syncs the transaction unless that was done (or is being done), and
+// returns the outcome.
+func (d *txnSync) wait() error {
+	d.once.Do(func() {
+		d.err = d.run()
+		d.run = nil
+	})
+	return d.err
+}
+
+// newTxnSync returns the sync of transaction txn, pre-committed at
+// checkpoint id. Its failure also fails the task: no checkpoint that lists
+// the transaction can complete any more (each one's asynchronous phase
+// declines with the same error), so only a restore from the last completed
+// checkpoint, which does not list it, makes progress; the restored writer
+// deletes the pending file and its records are replayed, exactly once.
+func (s *sinkOp[T]) newTxnSync(id int64, txn []byte) *txnSync {
+	sy, post := s.syncer, s.post
+	return &txnSync{run: func() error {
+		if err := sy.SyncPreCommitted(txn); err != nil {
+			err = fmt.Errorf("sync transaction pre-committed at checkpoint %d: %w", id, err)
+			post(func() error { return err })
+			return err
+		}
+		return nil
+	}}
 }
 
 func (t sinkTxn) encode() []byte {
@@ -308,6 +376,7 @@ func (s *sinkOp[T]) Open() error {
 			return fmt.Errorf("the writer of two-phase-commit sink %q does not implement PreCommitter", s.ctx.Name)
 		}
 		s.pre = pre
+		s.syncer, _ = pre.(PreCommitSyncer)
 		// Register the list now: a restored one is replaced at the next
 		// snapshot by this subtask's own pending transactions.
 		if _, err := s.opState.store.List(sinkTxnState, state.UnionDistribute); err != nil {
@@ -337,8 +406,8 @@ func (s *sinkOp[T]) EndInput() error {
 	if err != nil || txn == nil {
 		return err
 	}
-	if sy, ok := s.pre.(PreCommitSyncer); ok {
-		if err := sy.SyncPreCommitted(txn); err != nil {
+	if s.syncer != nil {
+		if err := s.syncer.SyncPreCommitted(txn); err != nil {
 			return err
 		}
 	}
@@ -346,7 +415,9 @@ func (s *sinkOp[T]) EndInput() error {
 }
 
 // SnapshotState pre-commits the open transaction and stores every pending
-// one.
+// one. With a PreCommitSyncer, the asynchronous phase (Persist) syncs every
+// pending transaction that is not durable yet, this checkpoint's and
+// earlier ones' (see sinkOp).
 func (s *sinkOp[T]) SnapshotState(id int64, opts checkpoint.Options) (task.OperatorSnapshot, error) {
 	if s.tpc != nil {
 		txn, err := s.pre.PreCommit(id)
@@ -354,7 +425,11 @@ func (s *sinkOp[T]) SnapshotState(id int64, opts checkpoint.Options) (task.Opera
 			return task.OperatorSnapshot{}, fmt.Errorf("pre-commit: %w", err)
 		}
 		if txn != nil {
-			s.pending = append(s.pending, sinkTxn{checkpoint: id, subtask: s.ctx.Subtask, txn: txn})
+			t := sinkTxn{checkpoint: id, subtask: s.ctx.Subtask, txn: txn}
+			if s.syncer != nil {
+				t.durable = s.newTxnSync(id, txn)
+			}
+			s.pending = append(s.pending, t)
 		}
 		l, err := s.opState.store.List(sinkTxnState, state.UnionDistribute)
 		if err != nil {
@@ -365,8 +440,21 @@ func (s *sinkOp[T]) SnapshotState(id int64, opts checkpoint.Options) (task.Opera
 			l.Elements[i] = t.encode()
 		}
 		snap, err := s.opBase.SnapshotState(id, opts)
-		if sy, ok := s.pre.(PreCommitSyncer); ok && txn != nil {
-			snap.Persist = func() error { return sy.SyncPreCommitted(txn) }
+		var syncs []*txnSync
+		for _, t := range s.pending {
+			if t.durable != nil {
+				syncs = append(syncs, t.durable)
+			}
+		}
+		if len(syncs) > 0 {
+			snap.Persist = func() error {
+				for _, d := range syncs {
+					if err := d.wait(); err != nil {
+						return err
+					}
+				}
+				return nil
+			}
 		}
 		return snap, err
 	}
@@ -374,12 +462,21 @@ func (s *sinkOp[T]) SnapshotState(id int64, opts checkpoint.Options) (task.Opera
 }
 
 // NotifyCheckpointComplete commits every transaction pre-committed at or
-// before checkpoint id.
+// before checkpoint id, each once it is durable. Checkpoint id listed them
+// all and completed, so its asynchronous phase has synced them: wait
+// returns at once. Should one not be synced yet, it is synced here, on the
+// task goroutine, before its commit; should its sync have failed, nothing
+// more is committed and the task fails.
 func (s *sinkOp[T]) NotifyCheckpointComplete(id int64) error {
 	n := 0
 	for _, t := range s.pending {
 		if t.checkpoint > id {
 			break
+		}
+		if t.durable != nil {
+			if err := t.durable.wait(); err != nil {
+				return fmt.Errorf("transaction of checkpoint %d is not durable, not committing it: %w", t.checkpoint, err)
+			}
 		}
 		if err := s.tpc.Commit(s.sinkContext(), t.txn); err != nil {
 			return fmt.Errorf("commit transaction of checkpoint %d: %w", t.checkpoint, err)

@@ -587,6 +587,10 @@ func (d *driver) onAck(a task.Ack) {
 		// From here on only the registry decides when these files go,
 		// whatever the coordinator does with the acknowledgement.
 		d.r.reg.Acked(a.ID, sharedPaths(a.State))
+	} else if d.decided(a.ID) {
+		// The subtask may have written part of its state into chk-<id>
+		// after the checkpoint's directory was deleted.
+		d.r.del.enqueue(deleteJob{dir: a.ID})
 	}
 	id := coordinator.TaskID{Vertex: a.Vertex, Subtask: a.Subtask}
 	if a.Declined != nil {
@@ -688,7 +692,13 @@ func (d *driver) apply() {
 			}()
 		case coordinator.DiscardState[taskState]:
 			r.log.Info(a.Message)
-			d.discardPrivate(a.Handle)
+			if d.decided(a.ID) {
+				// A late acknowledgement: its private files are in a
+				// chk-<id> deleted before they were written, or not yet.
+				r.del.enqueue(deleteJob{dir: a.ID})
+			} else {
+				d.discardPrivate(a.Handle)
+			}
 		case coordinator.FailJob:
 			r.log.Error(a.Message, "checkpoint", a.ID, "reason", a.Reason.String())
 			d.job.Cancel(&checkpointFailuresError{fmt.Sprintf("job %s: %s", r.cfg.JobName, a.Message)})
@@ -784,6 +794,14 @@ func (d *driver) cleanup(id int64) {
 			}
 		}
 	}})
+}
+
+// decided reports whether checkpoint id was triggered by this attempt and
+// is neither pending nor retained: aborted, or completed and subsumed. Its
+// chk-<id> may be deleted (again) at any time.
+func (d *driver) decided(id int64) bool {
+	_, undecided := d.triggers[id]
+	return !undecided && id < d.coord.NextID() && !slices.Contains(d.r.retained, id) && d.writing[id] == nil
 }
 
 // discardPrivate deletes the private files (under chk-<n>/) of an

@@ -145,10 +145,15 @@ type PreCommitter interface {
 
 // PreCommitSyncer may be implemented by a PreCommitter whose PreCommit
 // leaves the transaction's bytes to be made durable later, so that the
-// synchronous phase stays short: SyncPreCommitted then runs in the
-// asynchronous phase, off the task goroutine, and the checkpoint completes
-// only if it returns nil. It must touch only the pre-committed transaction
-// txn, never the writer's open one.
+// synchronous phase stays short. SyncPreCommitted runs at most once per
+// transaction, before the transaction is committed: normally in the
+// asynchronous phase of its checkpoint, off the task goroutine, but with
+// overlapping checkpoints possibly in a later checkpoint's asynchronous
+// phase or on the task goroutine at a completion, and concurrently with
+// the syncs of other transactions. A checkpoint completes only if every
+// transaction it lists synced; a failed sync is not retried and fails the
+// task (the restore replays the transaction's records). It must touch
+// only the pre-committed transaction txn, never the writer's open one.
 type PreCommitSyncer interface {
 	SyncPreCommitted(txn []byte) error
 }

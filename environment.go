@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"path/filepath"
 	"sync"
 
 	"github.com/weirstream/weir/internal/checkpoint/barrier"
@@ -260,7 +259,7 @@ func (e *Environment) resolveRestore(ctx context.Context, cfg *runner.Config, st
 			return nil, fmt.Errorf("%w: %w", ErrNoCheckpoint, err)
 		}
 		payload, fromJob = cp.Payload, cp.Job
-		if cp.Job == jobDir && sameDir(filepath.Dir(filepath.Dir(filepath.Clean(co.RestorePath))), co.Dir) {
+		if cp.Job == jobDir && sameStorage(s, store, co.Dir) {
 			s.Close() // one of this job's own checkpoints
 		} else {
 			from = s
@@ -276,10 +275,15 @@ func (e *Environment) resolveRestore(ctx context.Context, cfg *runner.Config, st
 	return closeFrom, nil
 }
 
-func sameDir(a, b string) bool {
-	a, errA := filepath.Abs(a)
-	b, errB := filepath.Abs(b)
-	return errA == nil && errB == nil && a == b
+// sameStorage reports whether s, opened for a restore path, is the storage
+// the job checkpoints to (store, opened at dir): the same root however
+// either is written, a relative or absolute path or a file:// URL. A store
+// without a location (a test's, made by OpenBucket) stands for dir.
+func sameStorage(s, store *storage.Storage, dir string) bool {
+	if s.Same(store) {
+		return true
+	}
+	return store.Location() == "" && s.Location() != "" && s.Location() == storage.LocationOf(dir)
 }
 
 func (e *Environment) taskOptions(name string) task.Options {

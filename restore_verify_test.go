@@ -8,12 +8,16 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/weirstream/weir"
 	"github.com/weirstream/weir/internal/checkpoint/metadata"
 	"github.com/weirstream/weir/internal/checkpoint/storage"
+	"github.com/weirstream/weir/internal/task"
+	"github.com/weirstream/weir/sink"
 )
 
 // cloneCheckpoint writes checkpoint to of the job in jobDir as a copy of
@@ -304,5 +308,84 @@ func TestRestoreLatestWithoutIntactCheckpoint(t *testing.T) {
 	}
 	if len(done) != 0 || strings.Contains(logs.String(), "job started") {
 		t.Fatalf("the job started:\n%s", logs)
+	}
+}
+
+// When a running job fails and restarts from its latest checkpoint, and a
+// data file of that checkpoint was damaged meanwhile (cut short, or changed
+// in place), the restore fails with task.ErrRestoreData, naming the file:
+// the error a runner classifies as not restartable (restoring the same
+// checkpoint again fails the same way).
+func TestRestartFromDamagedCheckpointIsRestoreDataError(t *testing.T) {
+	for _, c := range []struct {
+		name   string
+		damage func(t *testing.T, path string)
+	}{
+		{"truncated", func(t *testing.T, path string) { truncateHalf(t, path) }},
+		{"changed", func(t *testing.T, path string) {
+			data, err := os.ReadFile(path)
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			data[len(data)/2] ^= 0x40
+			if err := os.WriteFile(path, data, 0o644); err != nil {
+				t.Error(err)
+			}
+		}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			dir := t.TempDir()
+			chk := filepath.Join(dir, "chk")
+			logs := &lockedBuffer{}
+			opts := weir.Options{Parallelism: 2, StateDir: filepath.Join(dir, "state"), Logger: newTextLogger(logs),
+				Checkpoint: weir.CheckpointOptions{Interval: 10 * time.Millisecond, Dir: chk},
+				Restart:    weir.RestartOptions{Type: "fixed-delay", FixedDelayAttempts: 2, FixedDelay: time.Millisecond}}
+			var (
+				fail, failed atomic.Bool
+				mu           sync.Mutex
+				damaged      []string
+			)
+			// From checkpoint 3 on, every completed checkpoint gets a keyed
+			// state file damaged (so that whichever is the latest at the
+			// restart is damaged), and the count function fails once.
+			weir.SetTestHooks(&opts, weir.TestHooks{Completed: func(id int64, cp *metadata.Checkpoint) {
+				if id < 3 {
+					return
+				}
+				op, ok := cp.Operator("count")
+				if !ok || op.Subtasks[0].Keyed == nil {
+					t.Errorf("checkpoint %d has no keyed state for the count operator", id)
+					return
+				}
+				path := filepath.Join(chk, "counter", filepath.FromSlash(op.Subtasks[0].Keyed.Path))
+				c.damage(t, path)
+				mu.Lock()
+				damaged = append(damaged, path)
+				mu.Unlock()
+				fail.Store(true)
+			}})
+			env := weir.NewEnvironment(opts)
+			counterJobWith(env, 150_000, 97, sink.Files(filepath.Join(dir, "out"), func(s string) string { return s }), counterHooks{
+				fail: func(int, int64) bool { return fail.Load() && failed.CompareAndSwap(false, true) },
+			})
+			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+			defer cancel()
+			res, err := env.ExecuteResult(ctx, "counter")
+			if !errors.Is(err, task.ErrRestoreData) {
+				t.Fatalf("err = %v, want task.ErrRestoreData\n%s", err, logs)
+			}
+			t.Logf("the restore failed: %v", err)
+			mu.Lock()
+			defer mu.Unlock()
+			if !slices.ContainsFunc(damaged, func(p string) bool {
+				return strings.Contains(err.Error(), strings.TrimPrefix(p, filepath.Join(chk, "counter")+string(filepath.Separator)))
+			}) {
+				t.Errorf("error %q names none of the damaged files %v", err, damaged)
+			}
+			if res.Restarts != 2 {
+				t.Errorf("%d restarts, want 2 (the strategy's attempts)", res.Restarts)
+			}
+		})
 	}
 }

@@ -66,11 +66,12 @@ func (s *Storage) ListCheckpoints(ctx context.Context, job string) ([]Checkpoint
 
 // Latest returns the newest checkpoint of job whose _metadata verifies.
 // Newer checkpoints whose _metadata is missing, corrupt or of an unknown
-// version are skipped with a warning on logger (nil: no logging) naming the
-// id and the reason. Any other error (I/O, cancellation) is returned rather
+// version are skipped with a warning on logger (nil: no logging; the
+// warning names the id and the reason, the logger should name the job).
+// Any other error (I/O, cancellation) is returned rather
 // than skipped: falling back past a checkpoint that may be valid could
 // restore state older than what sinks have already committed. Without any
-// valid checkpoint the error wraps ErrNotFound.
+// valid checkpoint the error, a *NoCheckpointError, wraps ErrNotFound.
 func (s *Storage) Latest(ctx context.Context, job string, logger *slog.Logger) (Checkpoint, error) {
 	return s.latest(ctx, job, logger, nil)
 }
@@ -110,7 +111,7 @@ func (s *Storage) latest(ctx context.Context, job string, logger *slog.Logger, c
 		if !errors.Is(err, ErrNotFound) && !errors.Is(err, ErrCorrupt) && !errors.Is(err, ErrUnsupportedVersion) {
 			return Checkpoint{}, fmt.Errorf("latest checkpoint of %s: checkpoint %d: %w", j, id, err)
 		}
-		logger.Warn("skipping invalid checkpoint", "job", j, "checkpoint", id, "reason", err.Error())
+		logger.Warn("skipping invalid checkpoint", "checkpoint", id, "reason", err.Error())
 		skipped = append(skipped, fmt.Errorf("checkpoint %d: %w", id, err))
 	}
 	return Checkpoint{}, &NoCheckpointError{Job: j, Skipped: skipped}

@@ -216,7 +216,7 @@ func (s *Storage) LatestVerified(ctx context.Context, job string, logger *slog.L
 		err = s.VerifyFiles(ctx, job, fs)
 		var d *DamagedFilesError
 		if errors.As(err, &d) {
-			logger.Warn("skipping damaged checkpoint", "job", c.Job, "checkpoint", c.ID, "file", d.Files[0].Name, "reason", err.Error())
+			logger.Warn("skipping damaged checkpoint", "checkpoint", c.ID, "file", d.Files[0].Name, "reason", err.Error())
 			return errSkip{err}
 		}
 		if err != nil {

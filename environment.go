@@ -4,7 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"path/filepath"
+	"strings"
 	"sync"
 
 	"github.com/weirstream/weir/internal/checkpoint"
@@ -141,8 +141,10 @@ func (e *Environment) Execute(ctx context.Context, name string) error {
 
 // ErrNoCheckpoint is wrapped by Execute's error when the checkpoint
 // Options.Checkpoint.RestorePath names cannot be restored: "latest" and the
-// job has no complete checkpoint, or a named checkpoint that is missing,
-// truncated, corrupt, or does not fit the job. Nothing has started then.
+// job has no complete checkpoint whose data files are intact, or a named
+// checkpoint that is missing, truncated, corrupt, one of whose data files
+// is missing or differs from its recorded size or checksum (the error
+// names it), or that does not fit the job. Nothing has started then.
 var ErrNoCheckpoint = errors.New("cannot restore")
 
 // ErrNotRunning is returned by TriggerCheckpoint when Execute is not
@@ -241,50 +243,81 @@ func (e *Environment) execute(ctx context.Context, name string) (runner.Result, 
 	return runner.Run(ctx, cfg)
 }
 
-// resolveRestore reads the checkpoint RestorePath names into cfg.From.
+// resolveRestore reads the checkpoint RestorePath names into cfg.From,
+// after verifying every data file it references (VerifyFiles: present,
+// of the recorded size and checksum): "latest" falls back past damaged
+// checkpoints with a warning, a named checkpoint must be intact.
 func (e *Environment) resolveRestore(ctx context.Context, cfg *runner.Config, store *storage.Storage, jobDir string) (func(), error) {
 	co := e.opts.Checkpoint
 	var (
-		payload   []byte
+		meta      *metadata.Checkpoint
 		from      = store
 		fromJob   = jobDir
 		closeFrom = func() {}
 	)
 	if co.RestorePath == RestoreLatest {
-		cp, err := store.Latest(ctx, jobDir, cfg.Logger)
-		if errors.Is(err, storage.ErrNotFound) {
+		_, err := store.LatestVerified(ctx, jobDir, cfg.Logger, func(payload []byte) ([]storage.FileHandle, error) {
+			m, err := metadata.Decode(payload)
+			if err != nil {
+				return nil, err
+			}
+			meta = m // the last call is for the checkpoint returned
+			return m.Files(), nil
+		})
+		var none *storage.NoCheckpointError
+		switch {
+		case errors.As(err, &none) && len(none.Skipped) > 0:
+			return nil, fmt.Errorf("%w: job %q has no checkpoint under %s that can be restored: %s", ErrNoCheckpoint, cfg.JobName, co.Dir, joinErrors(none.Skipped))
+		case errors.Is(err, storage.ErrNotFound):
 			return nil, fmt.Errorf("%w: job %q has no complete checkpoint under %s", ErrNoCheckpoint, cfg.JobName, co.Dir)
-		}
-		if err != nil {
+		case errors.Is(err, metadata.ErrInvalid):
+			return nil, fmt.Errorf("%w: %w", ErrNoCheckpoint, err)
+		case err != nil:
 			return nil, fmt.Errorf("find the latest checkpoint of job %q under %s: %w", cfg.JobName, co.Dir, err)
 		}
-		payload = cp.Payload
 	} else {
 		s, cp, err := storage.ResolvePath(ctx, co.RestorePath)
 		if err != nil {
 			return nil, fmt.Errorf("%w: %w", ErrNoCheckpoint, err)
 		}
-		payload, fromJob = cp.Payload, cp.Job
-		if cp.Job == jobDir && sameDir(filepath.Dir(filepath.Dir(filepath.Clean(co.RestorePath))), co.Dir) {
+		if meta, err = metadata.Decode(cp.Payload); err != nil {
+			s.Close()
+			return nil, fmt.Errorf("%w from checkpoint %s: %w", ErrNoCheckpoint, co.RestorePath, err)
+		}
+		if err := s.VerifyFiles(ctx, cp.Job, meta.Files()); err != nil {
+			s.Close()
+			return nil, fmt.Errorf("%w: checkpoint %s: %w", ErrNoCheckpoint, co.RestorePath, err)
+		}
+		fromJob = cp.Job
+		if cp.Job == jobDir && sameStorage(s, store, co.Dir) {
 			s.Close() // one of this job's own checkpoints
 		} else {
 			from = s
 			closeFrom = func() { s.Close() }
 		}
 	}
-	meta, err := metadata.Decode(payload)
-	if err != nil {
-		closeFrom()
-		return nil, fmt.Errorf("%w from checkpoint %s: %w", ErrNoCheckpoint, co.RestorePath, err)
-	}
 	cfg.From, cfg.FromStorage, cfg.FromJob = meta, from, fromJob
 	return closeFrom, nil
 }
 
-func sameDir(a, b string) bool {
-	a, errA := filepath.Abs(a)
-	b, errB := filepath.Abs(b)
-	return errA == nil && errB == nil && a == b
+// sameStorage reports whether s, opened for a restore path, is the storage
+// the job checkpoints to (store, opened at dir): the same root however
+// either is written, a relative or absolute path or a file:// URL. A store
+// without a location (a test's, made by OpenBucket) stands for dir.
+func sameStorage(s, store *storage.Storage, dir string) bool {
+	if s.Same(store) {
+		return true
+	}
+	return store.Location() == "" && s.Location() != "" && s.Location() == storage.LocationOf(dir)
+}
+
+// joinErrors joins errs into one line.
+func joinErrors(errs []error) string {
+	msgs := make([]string, len(errs))
+	for i, err := range errs {
+		msgs[i] = err.Error()
+	}
+	return strings.Join(msgs, "; ")
 }
 
 func (e *Environment) taskOptions(name string) task.Options {

@@ -228,9 +228,10 @@ func (r *runner) run(ctx context.Context) error {
 			r.endRetention(context.WithoutCancel(ctx), DeleteOnCancellation, NoExternalizedCheckpoints)
 			return err
 		}
-		// A checkpoint whose state does not fit the job fails every
-		// restore the same way: restarting would loop forever.
-		if errors.Is(err, ErrNotRestartable) || errors.Is(err, task.ErrStateMismatch) || r.cfg.Restart == nil {
+		// A checkpoint whose state does not fit the job, or whose data is
+		// damaged, fails every restore the same way: restarting would
+		// loop forever.
+		if errors.Is(err, ErrNotRestartable) || errors.Is(err, task.ErrStateMismatch) || errors.Is(err, task.ErrRestoreData) || r.cfg.Restart == nil {
 			r.endRetention(ctx, NoExternalizedCheckpoints)
 			return err
 		}
@@ -281,7 +282,7 @@ func (r *runner) prepareStorage(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("list checkpoints: %w", err)
 	}
-	own := r.cfg.From != nil && r.cfg.FromStorage == r.cfg.Storage && r.cfg.FromJob == r.cfg.JobDir
+	own := r.cfg.From != nil && r.cfg.FromStorage.Same(r.cfg.Storage) && r.cfg.FromJob == r.cfg.JobDir
 	for _, e := range entries {
 		r.nextID = max(r.nextID, e.ID+1)
 		if !own || !e.Complete || e.ID > r.cfg.From.ID {

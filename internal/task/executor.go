@@ -155,6 +155,10 @@ type Job struct {
 	opts         Options
 	ctx          context.Context
 	stop         context.CancelCauseFunc
+
+	// restoreDamage is the first error of a restored read that found the
+	// checkpoint's data damaged (ErrRestoreData), for Run.
+	restoreDamage atomic.Pointer[error]
 }
 
 // Deploy builds every subtask of jg and wires their network channels. ctx
@@ -170,6 +174,10 @@ func Deploy(ctx context.Context, jg *graph.JobGraph, opts Options) (*Job, error)
 			return nil, err
 		}
 		j.restored = r
+		if err := j.checkRestoredFiles(); err != nil {
+			stop(err)
+			return nil, err
+		}
 	}
 	// Each run gets its own state directory, so concurrent runs of a job do
 	// not collide; Run deletes it at the end.
@@ -288,7 +296,7 @@ func (j *Job) buildTask(v *graph.Vertex, index int, gates map[*graph.Vertex][]*n
 		}
 		if r := j.restored[node.UID]; r != nil {
 			ctx.Restored = r.forSubtask(index, node.Parallelism, kgStart, kgEnd, j.openRestored)
-			ctx.Restored.OwnStorage = j.opts.RestoreStorage == j.opts.Checkpoints && j.opts.RestoreJob == j.opts.CheckpointJob
+			ctx.Restored.OwnStorage = j.opts.Checkpoints != nil && j.opts.RestoreStorage.Same(j.opts.Checkpoints) && j.opts.RestoreJob == j.opts.CheckpointJob
 		}
 		t.ctxs[i] = ctx
 		b, err := impl.Build(ctx, outs)
@@ -405,6 +413,12 @@ func (j *Job) Run() error {
 		}()
 	}
 	wg.Wait()
+	if d := j.restoreDamage.Load(); first != nil && d != nil && !errors.Is(first, ErrRestoreData) {
+		// The failure came from a restore that stopped before it saw the
+		// damage (a parse error in a file whose checksum then failed),
+		// or from elsewhere: restoring again fails all the same.
+		first = fmt.Errorf("%w (%w)", first, *d)
+	}
 	if first != nil {
 		return first
 	}

@@ -168,9 +168,91 @@ func (r *restoredOp) forSubtask(index, p, kgStart, kgEnd int, open func(storage.
 	return rs
 }
 
+// ErrRestoreData is wrapped by the errors of a restore whose checkpoint
+// data is damaged: a file the checkpoint references is missing
+// (storage.ErrNotFound) or differs from its recorded size or checksum
+// (storage.ErrCorrupt). Restoring the same checkpoint again fails the same
+// way. Deploy returns it for a file that is missing or of another size
+// (checked before any task is built); Run's error wraps it when a task's
+// restore read a file whose content does not match its checksum.
+var ErrRestoreData = errors.New("checkpoint data cannot be restored")
+
+// restoreDataError wraps err in ErrRestoreData if it reports damaged data.
+func restoreDataError(err error) error {
+	if err == nil || errors.Is(err, ErrRestoreData) || !errors.Is(err, storage.ErrCorrupt) && !errors.Is(err, storage.ErrNotFound) {
+		return err
+	}
+	return fmt.Errorf("%w: %w", ErrRestoreData, err)
+}
+
+// checkRestoredFiles checks, before any task is built, that every file the
+// restore will read exists and has its recorded size (one metadata request
+// per file, a few at a time; the content is verified as it is read).
+func (j *Job) checkRestoredFiles() error {
+	if j.opts.RestoreStorage == nil {
+		return nil
+	}
+	var files []storage.FileHandle
+	for _, r := range j.restored {
+		for _, st := range r.op.Subtasks {
+			files = append(files, st.Files()...)
+		}
+	}
+	err := j.opts.RestoreStorage.CheckFiles(j.ctx, j.opts.RestoreJob, files)
+	if err == nil {
+		return nil
+	}
+	if err = restoreDataError(err); errors.Is(err, ErrRestoreData) {
+		return fmt.Errorf("checkpoint %d: %w", j.opts.Restore.ID, err)
+	}
+	return fmt.Errorf("check the files of checkpoint %d: %w", j.opts.Restore.ID, err)
+}
+
 func (j *Job) openRestored(h storage.FileHandle) (io.ReadCloser, error) {
 	if j.opts.RestoreStorage == nil {
 		return nil, fmt.Errorf("no checkpoint storage to read %s from", h.Path)
 	}
-	return j.opts.RestoreStorage.OpenFile(j.ctx, j.opts.RestoreJob, h)
+	rc, err := j.opts.RestoreStorage.OpenFile(j.ctx, j.opts.RestoreJob, h)
+	if err != nil {
+		return nil, j.restoreFailed(restoreDataError(err))
+	}
+	return &restoredReader{rc: rc, j: j}, nil
+}
+
+// restoreFailed remembers the first error of a restored read that found
+// damaged data, for Run, and returns err.
+func (j *Job) restoreFailed(err error) error {
+	if errors.Is(err, ErrRestoreData) {
+		j.restoreDamage.CompareAndSwap(nil, &err)
+	}
+	return err
+}
+
+// restoredReader reads a restored file, its verification errors wrapped in
+// ErrRestoreData.
+type restoredReader struct {
+	rc   io.ReadCloser
+	j    *Job
+	done bool // Read returned an error or io.EOF
+}
+
+func (r *restoredReader) Read(p []byte) (int, error) {
+	n, err := r.rc.Read(p)
+	if err != nil {
+		r.done = true
+		if err != io.EOF {
+			err = r.j.restoreFailed(restoreDataError(err))
+		}
+	}
+	return n, err
+}
+
+// Close first reads what the consumer left (it stopped early, after a
+// parse error, say): the size and checksum are verified only at the end,
+// and damage found there is what Run reports.
+func (r *restoredReader) Close() error {
+	if !r.done {
+		_, _ = io.Copy(io.Discard, r)
+	}
+	return r.rc.Close()
 }

@@ -66,12 +66,20 @@ func (s *Storage) ListCheckpoints(ctx context.Context, job string) ([]Checkpoint
 
 // Latest returns the newest checkpoint of job whose _metadata verifies.
 // Newer checkpoints whose _metadata is missing, corrupt or of an unknown
-// version are skipped with a warning on logger (nil: no logging) naming the
-// id and the reason. Any other error (I/O, cancellation) is returned rather
+// version are skipped with a warning on logger (nil: no logging; the
+// warning names the id and the reason, the logger should name the job).
+// Any other error (I/O, cancellation) is returned rather
 // than skipped: falling back past a checkpoint that may be valid could
 // restore state older than what sinks have already committed. Without any
-// valid checkpoint the error wraps ErrNotFound.
+// valid checkpoint the error, a *NoCheckpointError, wraps ErrNotFound.
 func (s *Storage) Latest(ctx context.Context, job string, logger *slog.Logger) (Checkpoint, error) {
+	return s.latest(ctx, job, logger, nil)
+}
+
+// latest is Latest with one more check of each candidate whose _metadata
+// verified: check may skip it (errSkip, logged by check) or fail the search
+// (any other error); nil: no check.
+func (s *Storage) latest(ctx context.Context, job string, logger *slog.Logger, check func(Checkpoint) error) (Checkpoint, error) {
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler)
 	}
@@ -80,19 +88,53 @@ func (s *Storage) Latest(ctx context.Context, job string, logger *slog.Logger) (
 		return Checkpoint{}, err
 	}
 	j, _ := SanitizeJob(job) // validated by ListCheckpoints
+	var skipped []error
 	for i := len(entries) - 1; i >= 0; i-- {
 		id := entries[i].ID
 		payload, err := s.ReadMetadata(ctx, job, id)
 		if err == nil {
-			return Checkpoint{Job: j, ID: id, Payload: payload}, nil
+			c := Checkpoint{Job: j, ID: id, Payload: payload}
+			if check == nil {
+				return c, nil
+			}
+			err = check(c)
+			var skip errSkip
+			if errors.As(err, &skip) {
+				skipped = append(skipped, fmt.Errorf("checkpoint %d: %w", id, skip.err))
+				continue
+			}
+			if err != nil {
+				return Checkpoint{}, fmt.Errorf("latest checkpoint of %s: %w", j, err)
+			}
+			return c, nil
 		}
 		if !errors.Is(err, ErrNotFound) && !errors.Is(err, ErrCorrupt) && !errors.Is(err, ErrUnsupportedVersion) {
 			return Checkpoint{}, fmt.Errorf("latest checkpoint of %s: checkpoint %d: %w", j, id, err)
 		}
-		logger.Warn("skipping invalid checkpoint", "job", j, "checkpoint", id, "reason", err.Error())
+		logger.Warn("skipping invalid checkpoint", "checkpoint", id, "reason", err.Error())
+		skipped = append(skipped, fmt.Errorf("checkpoint %d: %w", id, err))
 	}
-	return Checkpoint{}, fmt.Errorf("latest checkpoint of %s: %w: no valid checkpoint", j, ErrNotFound)
+	return Checkpoint{}, &NoCheckpointError{Job: j, Skipped: skipped}
 }
+
+// NoCheckpointError is the error of Latest and LatestVerified when the job
+// has no valid checkpoint. It wraps ErrNotFound.
+type NoCheckpointError struct {
+	Job string
+	// Skipped says why each complete checkpoint was skipped, newest first.
+	Skipped []error
+}
+
+func (e *NoCheckpointError) Error() string {
+	msg := fmt.Sprintf("latest checkpoint of %s: %v: no valid checkpoint", e.Job, ErrNotFound)
+	if len(e.Skipped) > 0 {
+		msg += fmt.Sprintf(" (%s)", errors.Join(e.Skipped...))
+	}
+	return strings.ReplaceAll(msg, "\n", "; ")
+}
+
+// Unwrap returns ErrNotFound.
+func (e *NoCheckpointError) Unwrap() error { return ErrNotFound }
 
 // Resolve reads the checkpoint at rel, "<job>/chk-<n>" relative to the
 // storage root. A missing or invalid checkpoint is an error (wrapping

@@ -18,6 +18,9 @@ import (
 // use. Close releases the underlying bucket.
 type Storage struct {
 	b Bucket
+	// loc is the root's identity (Location), shown how messages name it;
+	// both are set by Open and empty after OpenBucket.
+	loc, shown string
 }
 
 // OpenBucket returns a Storage over b (for example a blobtest wrapper). The
@@ -34,11 +37,7 @@ func OpenBucket(b Bucket) *Storage {
 //     URL (s3://bucket/a/b) becomes the key prefix "a/b/". The scheme's
 //     driver must be linked in, e.g. import _ "gocloud.dev/blob/s3blob".
 func Open(ctx context.Context, loc string) (*Storage, error) {
-	b, err := OpenLocation(ctx, loc)
-	if err != nil {
-		return nil, err
-	}
-	return OpenBucket(b), nil
+	return open(ctx, loc, true)
 }
 
 // OpenLocation opens the Bucket that Open would use for loc, for callers
@@ -52,7 +51,9 @@ func open(ctx context.Context, loc string, create bool) (*Storage, error) {
 	if err != nil {
 		return nil, err
 	}
-	return OpenBucket(b), nil
+	s := OpenBucket(b)
+	s.loc, s.shown = locationOf(loc) // after openLoc: the directory exists
+	return s, nil
 }
 
 func openLoc(ctx context.Context, loc string, create bool) (Bucket, error) {

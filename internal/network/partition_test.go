@@ -213,7 +213,7 @@ func TestCancelDuringOverflowKeepsSentBuffersConsumers(t *testing.T) {
 	for _, recLen := range []int{40, 300} { // a record that spills to a new buffer; one that fragments
 		g := NewInputGate(1, 4, 0)
 		ctx, cancel := context.WithCancel(context.Background())
-		rp := NewResultPartition(ctx, NewPool(2, 64), []Target{g.Channel(0)})
+		rp := NewResultPartition(ctx, NewPool(2, 64), []Target{connectLocal(g)[0]})
 		w := NewRecordWriter(rp, codec.String())
 		rec := strings.Repeat("r", recLen)
 		done := make(chan any, 1)

@@ -230,8 +230,10 @@ func NewRecordWriter[T any](rp *ResultPartition, enc Encoder[T]) *RecordWriter[T
 func (w *RecordWriter[T]) Partition() *ResultPartition { return w.rp }
 
 // Emit appends v to subpartition sub. It blocks while the pool has no free
-// buffer (backpressure) and panics with *CanceledError if the partition's
-// context ends meanwhile.
+// buffer (backpressure), serving the task's urgent work meanwhile
+// (SetYielder), and panics with *CanceledError if the partition's context
+// ends, or *YieldError if the urgent work fails; after either, every wait
+// for a buffer panics at once (Err).
 func (w *RecordWriter[T]) Emit(sub int, v T) {
 	rp := w.rp
 	b := rp.cur[sub]

@@ -126,3 +126,32 @@ func TestExchangeConcurrent(t *testing.T) {
 		}
 	}
 }
+
+// Moving a data buffer through a local connection and releasing it
+// allocates nothing once the queues have grown.
+func TestExchangeSteadyStateDoesNotAllocate(t *testing.T) {
+	g := NewInputGate(2, 2, 2)
+	subs := connectLocal(g)
+	pool := NewPool(8, 64)
+	step := func() {
+		for _, sub := range subs {
+			for range 3 {
+				sub.Send(pool.TryRequest())
+			}
+		}
+		for {
+			ch, b, ok := g.Poll()
+			if !ok {
+				break
+			}
+			g.Release(ch, b)
+		}
+	}
+	step()
+	if n := testing.AllocsPerRun(100, step); n != 0 {
+		t.Fatalf("%.1f allocations per round", n)
+	}
+	if pool.InUse() != 0 {
+		t.Fatalf("%d buffers not recycled", pool.InUse())
+	}
+}

@@ -1,14 +1,9 @@
 package network
 
 import (
-	"errors"
 	"fmt"
 	"strings"
 )
-
-// ErrNoCredit is returned when a sender delivers a data buffer on a channel
-// that holds no credit: a protocol violation.
-var ErrNoCredit = errors.New("network: data buffer received without credit")
 
 // Grant is credit the receiver owes a sender: N more data buffers may be sent
 // on Channel.

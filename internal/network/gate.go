@@ -1,43 +1,59 @@
 package network
 
 import (
+	"fmt"
 	"sync"
 )
 
 // InputGate is the receiving end of a consumer subtask: one input channel per
-// upstream subtask of every input edge, credit-based flow control over all of
-// them, and one wake-up channel for the consumer.
+// upstream subtask of every input edge, the buffers each received, the credit
+// accounting over all of them (CreditGate), and one wake-up channel for the
+// consumer.
 //
-// Senders call Send (and SendPriority) from their own goroutines; the consumer
-// alone calls Poll, Release, Block and Unblock. For in-process channels the
-// sender-side queue (buffers waiting for credit) and the receiver-side queue
-// live here under one mutex, and buffers are handed over without copying.
+// Transports deliver through the InputChannel that Connect returns, each from
+// its own goroutine; the consumer alone calls Poll, PollPriority, Release,
+// Block and Unblock. One mutex guards the gate; it is never held while the
+// gate calls out (CreditListener, the priority listener, the wake-up).
 type InputGate struct {
-	mu      sync.Mutex
-	credit  *CreditGate
-	chans   []localChannel
-	avail   bufQueue[int] // channels with received buffers, round robin
-	grants  []Grant
-	notify  chan struct{}
-	pending int // buffers in receive queues, for metrics and tests
+	mu         sync.Mutex
+	credit     *CreditGate
+	chans      []inputChannel
+	avail      bufQueue[int] // channels with pollable buffers, round robin
+	grants     []Grant
+	owed       []int // channels with unannounced credit and a listener, each once
+	notify     chan struct{}
+	onPriority func()
+	queued     int // buffers received and not yet polled
+	prioQueued int // priority events among them
 }
 
-type localChannel struct {
-	sendQ    bufQueue[*Buffer] // at the sender, waiting for credit
-	sendData int               // data buffers in sendQ
-	credit   int               // credit the sender holds
-	recvQ    bufQueue[*Buffer] // delivered, waiting for the consumer
-	inAvail  bool
-	blocked  bool
+// inputChannel is the receiver side of one channel; it implements
+// InputChannel for the channel's transport.
+type inputChannel struct {
+	gate        *InputGate
+	idx         int
+	recvQ       bufQueue[*Buffer] // received, waiting for the consumer
+	prio        int               // priority events at the head of recvQ
+	sender      CreditListener
+	unannounced int // credit granted and not yet given to the transport
+	owed        bool
+	connected   bool
+	inAvail     bool
+	blocked     bool
 }
+
+var _ InputChannel = (*inputChannel)(nil)
 
 // NewInputGate returns a gate of channels input channels with exclusive
 // credits each and floating credits shared.
 func NewInputGate(channels, exclusive, floating int) *InputGate {
 	g := &InputGate{
 		credit: NewCreditGate(channels, exclusive, floating),
-		chans:  make([]localChannel, channels),
+		chans:  make([]inputChannel, channels),
 		notify: make(chan struct{}, 1),
+	}
+	for i := range g.chans {
+		g.chans[i].gate, g.chans[i].idx = g, i
 	}
 	g.mu.Lock()
 	g.settleLocked()
@@ -52,94 +68,141 @@ func (g *InputGate) NumChannels() int { return len(g.chans) }
 // available. Wake-ups may be spurious: the consumer must Poll again.
 func (g *InputGate) Notify() <-chan struct{} { return g.notify }
 
-// Channel returns the sending end of input channel ch.
-func (g *InputGate) Channel(ch int) *Channel { return &Channel{gate: g, ch: ch} }
-
-// Send enqueues b on channel ch. Data buffers move to the consumer as credit
-// allows; events follow the data ahead of them.
-func (g *InputGate) Send(ch int, b *Buffer) {
+// SetPriorityListener registers fn, called after a priority event arrived on
+// any channel and can be polled. fn runs on the delivering transport's
+// goroutine (the producer's, in process) without the gate's lock held; it
+// must not block. The consumer task uses it to post mail that reaches it
+// even while it is blocked on backpressure.
+func (g *InputGate) SetPriorityListener(fn func()) {
 	g.mu.Lock()
-	c := &g.chans[ch]
-	c.sendQ.push(b)
-	if b.IsData() {
-		c.sendData++
-	}
-	wake := g.moveLocked(ch)
-	wake = g.settleLocked() || wake
+	g.onPriority = fn
 	g.mu.Unlock()
-	if wake {
-		g.wake()
-	}
 }
 
-// SendPriority puts event buffer b at the head of channel ch's receive queue,
-// ahead of every buffer queued there or at the sender, and delivers it even
-// if the channel is blocked.
-func (g *InputGate) SendPriority(ch int, b *Buffer) {
+// Connect attaches the transport of channel ch: sender receives the credit
+// the consumer grants from now on, credit is what was granted before (the
+// initial exclusive credit), and the returned InputChannel is where the
+// transport delivers. It panics if ch is already connected.
+func (g *InputGate) Connect(ch int, sender CreditListener) (in InputChannel, credit int) {
 	g.mu.Lock()
+	defer g.mu.Unlock()
 	c := &g.chans[ch]
-	c.recvQ.pushFront(b)
-	g.pending++
-	wake := g.makeAvailLocked(ch, true)
-	g.mu.Unlock()
-	if wake {
-		g.wake()
+	if c.connected {
+		panic(fmt.Sprintf("network: input channel %d connected twice", ch))
 	}
+	c.connected, c.sender = true, sender
+	credit, c.unannounced = c.unannounced, 0
+	return c, credit
 }
 
-// moveLocked hands channel ch's sendable buffers to the receiver and reports
-// whether the consumer should be woken.
-func (g *InputGate) moveLocked(ch int) bool {
-	c := &g.chans[ch]
-	moved := false
-	for c.sendQ.len() > 0 {
-		b := c.sendQ.peek()
-		if b.IsData() {
-			if c.credit == 0 {
-				break
-			}
-			c.credit--
-			c.sendData--
-			if err := g.credit.OnBuffer(ch, c.sendData); err != nil {
-				panic(err) // the shell only moves with credit: a bug, not input
-			}
+// OnBuffer receives the channel's next buffer; see InputChannel.
+func (c *inputChannel) OnBuffer(b *Buffer, backlog int) (int, error) {
+	g := c.gate
+	g.mu.Lock()
+	priority := false
+	switch {
+	case b.IsData():
+		if err := g.credit.OnBuffer(c.idx, backlog); err != nil {
+			g.mu.Unlock()
+			return 0, err
 		}
-		c.sendQ.pop()
 		c.recvQ.push(b)
-		g.pending++
-		moved = true
+	case b.Event.Priority:
+		priority = true
+		c.recvQ.insert(c.prio, b)
+		c.prio++
+		g.prioQueued++
+		g.credit.OnBacklog(c.idx, backlog)
+	default:
+		c.recvQ.push(b)
+		g.credit.OnBacklog(c.idx, backlog)
 	}
-	if c.sendData > 0 && c.credit == 0 {
-		g.credit.OnBacklog(ch, c.sendData)
+	g.queued++
+	wake := g.makeAvailLocked(c)
+	credit := g.settleForLocked(c)
+	var onPriority func()
+	if priority {
+		onPriority = g.onPriority
 	}
-	return moved && g.makeAvailLocked(ch, false)
+	g.mu.Unlock()
+	if wake {
+		g.wake()
+	}
+	if onPriority != nil {
+		onPriority()
+	}
+	return credit, nil
 }
 
-// settleLocked applies every credit the accounting owes and moves what the
-// credit allows, until nothing changes.
-func (g *InputGate) settleLocked() bool {
-	wake := false
-	for {
-		g.grants = g.credit.Grants(g.grants[:0])
-		if len(g.grants) == 0 {
-			return wake
-		}
-		for _, gr := range g.grants {
-			g.chans[gr.Channel].credit += gr.N
-		}
-		for _, gr := range g.grants {
-			wake = g.moveLocked(gr.Channel) || wake
+// OnBacklog learns the sender's backlog; see InputChannel.
+func (c *inputChannel) OnBacklog(backlog int) int {
+	g := c.gate
+	g.mu.Lock()
+	g.credit.OnBacklog(c.idx, backlog)
+	credit := g.settleForLocked(c)
+	g.mu.Unlock()
+	return credit
+}
+
+// settleForLocked applies the credit the accounting owes and returns the
+// part owed to c, which its transport takes as a return value. Credit owed
+// to other channels stays unannounced until the consumer's next call
+// announces it (the accounting lends OnBuffer's and OnBacklog's floating
+// credit to their own channel only, so there is none in practice).
+func (g *InputGate) settleForLocked(c *inputChannel) int {
+	g.settleLocked()
+	n := c.unannounced
+	c.unannounced = 0
+	return n
+}
+
+// settleLocked drains the credit the accounting owes into the channels'
+// unannounced credit and lists the connected channels that have some.
+func (g *InputGate) settleLocked() {
+	g.grants = g.credit.Grants(g.grants[:0])
+	for _, gr := range g.grants {
+		c := &g.chans[gr.Channel]
+		c.unannounced += gr.N
+		if c.connected && !c.owed {
+			c.owed = true
+			g.owed = append(g.owed, gr.Channel)
 		}
 	}
 }
 
-func (g *InputGate) makeAvailLocked(ch int, priority bool) bool {
-	c := &g.chans[ch]
-	if c.inAvail || (c.blocked && !priority) || c.recvQ.len() == 0 {
+// announcement is credit to hand to a transport once the lock is released.
+type announcement struct {
+	to CreditListener
+	n  int
+}
+
+// takeOwedLocked moves the unannounced credit of every listed channel into
+// dst.
+func (g *InputGate) takeOwedLocked(dst []announcement) []announcement {
+	for _, ch := range g.owed {
+		c := &g.chans[ch]
+		c.owed = false
+		if c.unannounced > 0 {
+			dst = append(dst, announcement{to: c.sender, n: c.unannounced})
+			c.unannounced = 0
+		}
+	}
+	g.owed = g.owed[:0]
+	return dst
+}
+
+func announce(as []announcement) {
+	for _, a := range as {
+		a.to.AddCredit(a.n)
+	}
+}
+
+func (g *InputGate) makeAvailLocked(c *inputChannel) bool {
+	if c.inAvail || (c.blocked && c.prio == 0) || c.recvQ.len() == 0 {
 		return false
 	}
 	c.inAvail = true
-	g.avail.push(ch)
+	g.avail.push(c.idx)
 	return true
 }
 
@@ -150,45 +213,85 @@ func (g *InputGate) wake() {
 	}
 }
 
-// Poll returns the next received buffer in round-robin order over channels,
-// or ok=false if none is available. The consumer must Release data buffers
-// once decoded. An end-of-partition event also ends the channel's credit.
+// Poll returns the next received buffer, or ok=false if none is available.
+// Priority events come first, then buffers in round-robin order over
+// channels. The consumer must Release data buffers once decoded. An
+// end-of-partition event also ends the channel's credit.
 func (g *InputGate) Poll() (ch int, b *Buffer, ok bool) {
+	var buf [2]announcement
 	g.mu.Lock()
-	defer g.mu.Unlock()
+	ch, b, ok = g.pollLocked()
+	as := g.takeOwedLocked(buf[:0])
+	g.mu.Unlock()
+	announce(as)
+	return ch, b, ok
+}
+
+func (g *InputGate) pollLocked() (int, *Buffer, bool) {
+	if g.prioQueued > 0 {
+		if ch, b, ok := g.pollPriorityLocked(); ok {
+			return ch, b, true
+		}
+	}
 	for g.avail.len() > 0 {
-		ch = g.avail.pop()
+		ch := g.avail.pop()
 		c := &g.chans[ch]
 		c.inAvail = false
-		if c.recvQ.len() == 0 {
+		if c.recvQ.len() == 0 || (c.blocked && c.prio == 0) {
 			continue
 		}
-		head := c.recvQ.peek()
-		if c.blocked && !(head.Kind == KindEvent && head.Event.Priority) {
-			continue
-		}
-		b = c.recvQ.pop()
-		g.pending--
-		g.makeAvailLocked(ch, false)
-		if b.Kind == KindEvent && b.Event.Kind == EventEndOfPartition {
-			g.credit.OnEndOfPartition(ch)
-			g.settleLocked()
-		}
+		b := g.popLocked(c)
+		g.makeAvailLocked(c)
 		return ch, b, true
 	}
 	return 0, nil, false
 }
 
+// PollPriority returns the next priority event received on any channel,
+// ahead of the buffers received before it, or ok=false if there is none.
+func (g *InputGate) PollPriority() (ch int, b *Buffer, ok bool) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.prioQueued == 0 {
+		return 0, nil, false
+	}
+	return g.pollPriorityLocked()
+}
+
+// pollPriorityLocked scans the channels: priority events are rare.
+func (g *InputGate) pollPriorityLocked() (int, *Buffer, bool) {
+	for i := range g.chans {
+		if c := &g.chans[i]; c.prio > 0 {
+			return i, g.popLocked(c), true
+		}
+	}
+	return 0, nil, false
+}
+
+func (g *InputGate) popLocked(c *inputChannel) *Buffer {
+	b := c.recvQ.pop()
+	g.queued--
+	if c.prio > 0 {
+		c.prio--
+		g.prioQueued--
+	}
+	if b.Kind == KindEvent && b.Event.Kind == EventEndOfPartition {
+		g.credit.OnEndOfPartition(c.idx)
+		g.settleLocked()
+	}
+	return b
+}
+
 // Release recycles data buffer b, received on ch, and credits the sender.
 func (g *InputGate) Release(ch int, b *Buffer) {
 	b.Recycle()
+	var buf [2]announcement
 	g.mu.Lock()
 	g.credit.OnRelease(ch)
-	wake := g.settleLocked()
+	g.settleLocked()
+	as := g.takeOwedLocked(buf[:0])
 	g.mu.Unlock()
-	if wake {
-		g.wake()
-	}
+	announce(as)
 }
 
 // Block stops Poll from returning buffers of ch (barrier alignment) until
@@ -202,19 +305,20 @@ func (g *InputGate) Block(ch int) {
 // Unblock makes ch's buffers available again.
 func (g *InputGate) Unblock(ch int) {
 	g.mu.Lock()
-	g.chans[ch].blocked = false
-	wake := g.makeAvailLocked(ch, false)
+	c := &g.chans[ch]
+	c.blocked = false
+	wake := g.makeAvailLocked(c)
 	g.mu.Unlock()
 	if wake {
 		g.wake()
 	}
 }
 
-// QueuedBuffers is the number of buffers delivered and not yet polled.
+// QueuedBuffers is the number of buffers received and not yet polled.
 func (g *InputGate) QueuedBuffers() int {
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	return g.pending
+	return g.queued
 }
 
 // CheckCredit verifies the credit accounting invariants (for tests).
@@ -222,55 +326,4 @@ func (g *InputGate) CheckCredit() error {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	return g.credit.Check()
-}
-
-// Channel is the sending end of one input channel of a gate.
-type Channel struct {
-	gate *InputGate
-	ch   int
-}
-
-// Send enqueues b; see InputGate.Send.
-func (c *Channel) Send(b *Buffer) { c.gate.Send(c.ch, b) }
-
-// SendPriority delivers event buffer b ahead of queued buffers.
-func (c *Channel) SendPriority(b *Buffer) { c.gate.SendPriority(c.ch, b) }
-
-// bufQueue is a FIFO with amortized O(1) push, pop and pushFront.
-type bufQueue[T any] struct {
-	items []T
-	head  int
-}
-
-func (q *bufQueue[T]) len() int { return len(q.items) - q.head }
-func (q *bufQueue[T]) peek() T  { return q.items[q.head] }
-
-func (q *bufQueue[T]) push(v T) {
-	if q.head > 0 && q.head == len(q.items) {
-		q.items, q.head = q.items[:0], 0
-	}
-	q.items = append(q.items, v)
-}
-
-func (q *bufQueue[T]) pop() T {
-	var zero T
-	v := q.items[q.head]
-	q.items[q.head] = zero
-	q.head++
-	if q.head == len(q.items) {
-		q.items, q.head = q.items[:0], 0
-	}
-	return v
-}
-
-func (q *bufQueue[T]) pushFront(v T) {
-	if q.head > 0 {
-		q.head--
-		q.items[q.head] = v
-		return
-	}
-	var zero T
-	q.items = append(q.items, zero)
-	copy(q.items[1:], q.items)
-	q.items[0] = v
 }

@@ -19,6 +19,7 @@ func TestGateRandomized(t *testing.T) {
 		exclusive := 1 + rng.IntN(3)
 		floating := rng.IntN(5)
 		g := NewInputGate(channels, exclusive, floating)
+		subs := connectLocal(g)
 		sent := make([]uint32, channels)
 		next := make([]uint32, channels)
 		var held []struct {
@@ -34,7 +35,7 @@ func TestGateRandomized(t *testing.T) {
 				b := &Buffer{Data: binary.LittleEndian.AppendUint32(nil, sent[ch])}
 				sent[ch]++
 				total++
-				g.Send(ch, b)
+				subs[ch].Send(b)
 			case op < 7:
 				ch, b, ok := g.Poll()
 				if !ok {
@@ -83,10 +84,11 @@ func TestGateRandomized(t *testing.T) {
 
 func TestGateEventsFollowDataAndPriorityOvertakes(t *testing.T) {
 	g := NewInputGate(1, 1, 0)
-	g.Send(0, &Buffer{Data: []byte{1}})
-	g.Send(0, &Buffer{Data: []byte{2}}) // no credit: waits at the sender
-	g.Send(0, NewEventBuffer(Event{Kind: EventWatermark, Timestamp: 5}))
-	g.SendPriority(0, NewEventBuffer(Event{Kind: EventBarrier, ID: 1, Priority: true}))
+	sub := connectLocal(g)[0]
+	sub.Send(&Buffer{Data: []byte{1}})
+	sub.Send(&Buffer{Data: []byte{2}}) // no credit: waits at the sender
+	sub.Send(NewEventBuffer(Event{Kind: EventWatermark, Timestamp: 5}))
+	sub.SendPriority(NewEventBuffer(Event{Kind: EventBarrier, ID: 1, Priority: true}))
 
 	kinds := func() []string {
 		var out []string
@@ -117,9 +119,10 @@ func TestGateEventsFollowDataAndPriorityOvertakes(t *testing.T) {
 
 func TestGateBlockedChannel(t *testing.T) {
 	g := NewInputGate(2, 2, 0)
+	subs := connectLocal(g)
 	g.Block(0)
-	g.Send(0, &Buffer{Data: []byte{0}})
-	g.Send(1, &Buffer{Data: []byte{1}})
+	subs[0].Send(&Buffer{Data: []byte{0}})
+	subs[1].Send(&Buffer{Data: []byte{1}})
 	ch, b, ok := g.Poll()
 	if !ok || ch != 1 {
 		t.Fatalf("poll = %d, %v; want channel 1 while 0 is blocked", ch, ok)
@@ -128,7 +131,7 @@ func TestGateBlockedChannel(t *testing.T) {
 	if _, _, ok := g.Poll(); ok {
 		t.Fatal("blocked channel delivered")
 	}
-	g.SendPriority(0, NewEventBuffer(Event{Kind: EventBarrier, Priority: true}))
+	subs[0].SendPriority(NewEventBuffer(Event{Kind: EventBarrier, Priority: true}))
 	if ch, b, ok := g.Poll(); !ok || ch != 0 || b.Kind != KindEvent {
 		t.Fatal("priority event did not pass a blocked channel")
 	}

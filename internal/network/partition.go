@@ -5,21 +5,12 @@ import (
 	"fmt"
 )
 
-// Target receives the buffers of one subpartition: an in-process input
-// channel, or a connection in the distributed mode.
-type Target interface {
-	// Send enqueues b in order. It never blocks for long: credit is enforced
-	// by the receiving side, memory by the sender's Pool.
-	Send(b *Buffer)
-	// SendPriority delivers event buffer b ahead of queued buffers.
-	SendPriority(b *Buffer)
-}
-
-var _ Target = (*Channel)(nil)
-
 // CanceledError is the panic value of a writer whose context ended while it
 // waited for a free buffer. The task that owns the writer recovers it and
-// ends with Err; it never reaches user code's callers.
+// ends with Err. The partition also keeps it (Err), so a user function that
+// recovers everything cannot make the task carry on: every later wait for a
+// buffer panics again at once, and the task checks Err when the user function
+// returns.
 type CanceledError struct{ Err error }
 
 // Error says the wait for a buffer was canceled.
@@ -30,6 +21,30 @@ func (e *CanceledError) Error() string {
 // Unwrap returns the context's error.
 func (e *CanceledError) Unwrap() error { return e.Err }
 
+// YieldError is the panic value of a writer whose task's urgent work, run
+// while the writer waited for a free buffer (Yielder), failed with Err. Like
+// a CanceledError it is kept by the partition (Err).
+type YieldError struct{ Err error }
+
+// Error returns the urgent work's error.
+func (e *YieldError) Error() string { return e.Err.Error() }
+
+// Unwrap returns the urgent work's error.
+func (e *YieldError) Unwrap() error { return e.Err }
+
+// Yielder lets a writer that is blocked on a full pool, possibly in the
+// middle of a user function, serve urgent work of its task (priority events:
+// an unaligned checkpoint barrier must reach a backpressured task).
+type Yielder interface {
+	// Urgent returns a channel that receives a value after urgent work
+	// was queued. Wake-ups may be spurious.
+	Urgent() <-chan struct{}
+	// RunUrgent runs the queued urgent work on the calling goroutine, the
+	// task's. It must not emit records. An error stops the writer with a
+	// *YieldError.
+	RunUrgent() error
+}
+
 // ResultPartition is the sending end of a producer subtask on one output
 // edge: one subpartition per consumer subtask, each with at most one
 // partially filled buffer. It is owned by the producing task's goroutine.
@@ -39,6 +54,8 @@ type ResultPartition struct {
 	targets []Target
 	cur     []*Buffer
 	sent    int64
+	yield   Yielder
+	stopped error // *CanceledError or *YieldError: writers panic with it
 }
 
 // NewResultPartition returns a partition sending to targets with buffers from
@@ -46,6 +63,13 @@ type ResultPartition struct {
 func NewResultPartition(ctx context.Context, pool *Pool, targets []Target) *ResultPartition {
 	return &ResultPartition{ctx: ctx, pool: pool, targets: targets, cur: make([]*Buffer, len(targets))}
 }
+
+// SetYielder makes writers blocked on a full pool serve y's urgent work.
+func (rp *ResultPartition) SetYielder(y Yielder) { rp.yield = y }
+
+// Err returns why the partition's writers stopped (a *CanceledError or a
+// *YieldError), or nil. Once set it stays: the owning task must end.
+func (rp *ResultPartition) Err() error { return rp.stopped }
 
 // NumSubpartitions is the number of consumer subtasks.
 func (rp *ResultPartition) NumSubpartitions() int { return len(rp.targets) }
@@ -57,11 +81,37 @@ func (rp *ResultPartition) Pool() *Pool { return rp.pool }
 func (rp *ResultPartition) BuffersSent() int64 { return rp.sent }
 
 func (rp *ResultPartition) request() *Buffer {
-	b, err := rp.pool.Request(rp.ctx)
-	if err != nil {
-		panic(&CanceledError{Err: err})
+	if rp.stopped == nil {
+		if b := rp.pool.TryRequest(); b != nil {
+			return b
+		}
 	}
-	return b
+	return rp.requestSlow()
+}
+
+// requestSlow waits for a free buffer, serving urgent work meanwhile, and
+// panics with the partition's stop error if it cannot have one.
+func (rp *ResultPartition) requestSlow() *Buffer {
+	for rp.stopped == nil {
+		var urgent <-chan struct{}
+		if rp.yield != nil {
+			urgent = rp.yield.Urgent()
+		}
+		interrupted, err := rp.pool.WaitAvailableOr(rp.ctx, urgent)
+		switch {
+		case err != nil:
+			rp.stopped = &CanceledError{Err: err}
+		case interrupted:
+			if err := rp.yield.RunUrgent(); err != nil {
+				rp.stopped = &YieldError{Err: err}
+			}
+		default:
+			if b := rp.pool.TryRequest(); b != nil {
+				return b
+			}
+		}
+	}
+	panic(rp.stopped)
 }
 
 func (rp *ResultPartition) send(sub int, b *Buffer) {
@@ -180,8 +230,10 @@ func NewRecordWriter[T any](rp *ResultPartition, enc Encoder[T]) *RecordWriter[T
 func (w *RecordWriter[T]) Partition() *ResultPartition { return w.rp }
 
 // Emit appends v to subpartition sub. It blocks while the pool has no free
-// buffer (backpressure) and panics with *CanceledError if the partition's
-// context ends meanwhile.
+// buffer (backpressure), serving the task's urgent work meanwhile
+// (SetYielder), and panics with *CanceledError if the partition's context
+// ends, or *YieldError if the urgent work fails; after either, every wait
+// for a buffer panics at once (Err).
 func (w *RecordWriter[T]) Emit(sub int, v T) {
 	rp := w.rp
 	b := rp.cur[sub]

@@ -2,6 +2,7 @@ package network
 
 import (
 	"context"
+	"errors"
 	"slices"
 	"strings"
 	"testing"
@@ -213,7 +214,7 @@ func TestCancelDuringOverflowKeepsSentBuffersConsumers(t *testing.T) {
 	for _, recLen := range []int{40, 300} { // a record that spills to a new buffer; one that fragments
 		g := NewInputGate(1, 4, 0)
 		ctx, cancel := context.WithCancel(context.Background())
-		rp := NewResultPartition(ctx, NewPool(2, 64), []Target{g.Channel(0)})
+		rp := NewResultPartition(ctx, NewPool(2, 64), []Target{connectLocal(g)[0]})
 		w := NewRecordWriter(rp, codec.String())
 		rec := strings.Repeat("r", recLen)
 		done := make(chan any, 1)
@@ -254,5 +255,137 @@ func TestCancelDuringOverflowKeepsSentBuffersConsumers(t *testing.T) {
 		if n := rp.Pool().InUse(); n != 0 {
 			t.Fatalf("record of %d bytes: %d buffers not back in the pool", recLen, n)
 		}
+	}
+}
+
+// waitFor polls cond until it holds, failing the test after a deadline.
+func waitFor(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting until %s", what)
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
+// blockedWriter returns a partition whose only consumer never reads, with a
+// pool of 2 buffers of 64 bytes, and a record that needs a buffer each.
+func blockedWriter(ctx context.Context) (*ResultPartition, *InputGate, *RecordWriter[string], string) {
+	g := NewInputGate(1, 1, 0)
+	rp := NewResultPartition(ctx, NewPool(2, 64), []Target{connectLocal(g)[0]})
+	return rp, g, NewRecordWriter(rp, codec.String()), strings.Repeat("r", 60)
+}
+
+// A user function that recovers the cancellation panic and emits again does
+// not get to wait again or carry on silently: every later wait panics at
+// once and the partition keeps the error for the task.
+func TestCanceledWriterStaysStopped(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	rp, _, w, rec := blockedWriter(ctx)
+	panics := make(chan any, 3)
+	go func() {
+		for range 3 {
+			func() {
+				defer func() { panics <- recover() }()
+				for {
+					w.Emit(0, rec)
+				}
+			}()
+		}
+	}()
+	waitFor(t, "the writer is blocked on the pool", func() bool { return rp.Pool().InUse() == 2 && !rp.Pool().Available() })
+	cancel()
+	for i := range 3 {
+		select {
+		case p := <-panics:
+			if _, ok := p.(*CanceledError); !ok {
+				t.Fatalf("panic %d = %v, want a *CanceledError", i, p)
+			}
+		case <-time.After(10 * time.Second):
+			t.Fatalf("writer blocked again after recovering cancellation %d", i)
+		}
+	}
+	var ce *CanceledError
+	if err := rp.Err(); !errors.As(err, &ce) || !errors.Is(err, context.Canceled) {
+		t.Fatalf("Err() = %v, want a *CanceledError wrapping context.Canceled", err)
+	}
+}
+
+// fakeYielder is urgent work a test queues for a blocked writer.
+type fakeYielder struct {
+	urgent chan struct{}
+	ran    chan struct{} // receives once per RunUrgent
+	err    error
+}
+
+func (y *fakeYielder) Urgent() <-chan struct{} { return y.urgent }
+func (y *fakeYielder) RunUrgent() error {
+	y.ran <- struct{}{}
+	return y.err
+}
+
+// A writer blocked on a full pool serves its task's urgent work and goes
+// back to waiting; failed urgent work stops it with a *YieldError.
+func TestBlockedWriterServesUrgentWork(t *testing.T) {
+	rp, g, w, rec := blockedWriter(context.Background())
+	y := &fakeYielder{urgent: make(chan struct{}, 1), ran: make(chan struct{}, 1)}
+	rp.SetYielder(y)
+	emitted := make(chan any, 1)
+	go func() {
+		defer func() { emitted <- recover() }()
+		for range 3 { // the third needs a buffer the consumer still holds
+			w.Emit(0, rec)
+		}
+	}()
+	waitFor(t, "the writer is blocked on the pool", func() bool { return rp.Pool().InUse() == 2 && !rp.Pool().Available() })
+	for i := range 2 {
+		y.urgent <- struct{}{}
+		select {
+		case <-y.ran:
+		case p := <-emitted:
+			t.Fatalf("writer returned (%v) instead of serving urgent work", p)
+		case <-time.After(10 * time.Second):
+			t.Fatalf("blocked writer did not serve urgent work %d", i)
+		}
+	}
+	// The writer still waits for a buffer: give it one.
+	ch, b, ok := g.Poll()
+	if !ok {
+		t.Fatal("nothing delivered")
+	}
+	g.Release(ch, b)
+	select {
+	case p := <-emitted:
+		if p != nil {
+			t.Fatalf("writer panicked: %v", p)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("writer did not resume after a buffer was released")
+	}
+
+	// Failed urgent work stops the writer for good.
+	boom := errors.New("boom")
+	y.err = boom
+	go func() {
+		defer func() { emitted <- recover() }()
+		for {
+			w.Emit(0, rec)
+		}
+	}()
+	waitFor(t, "the writer is blocked on the pool again", func() bool { return rp.Pool().InUse() == 2 && !rp.Pool().Available() })
+	y.urgent <- struct{}{}
+	<-y.ran
+	select {
+	case p := <-emitted:
+		if ye, ok := p.(*YieldError); !ok || !errors.Is(ye, boom) {
+			t.Fatalf("panic = %v, want a *YieldError wrapping boom", p)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("writer did not stop after its urgent work failed")
+	}
+	if !errors.Is(rp.Err(), boom) {
+		t.Fatalf("Err() = %v, want boom", rp.Err())
 	}
 }

@@ -359,7 +359,11 @@ func (j *Job) networkOutput(impl OutputImpl, e *graph.Edge, index int, tr *Track
 	consumers := gates[j.graph.VertexOf[e.To]]
 	targets := make([]network.Target, len(consumers))
 	for k, g := range consumers {
-		targets[k] = g.Channel(offsets[e] + index)
+		// In process, each subpartition is connected straight to its
+		// consumer's input channel; a TCP transport would connect them here.
+		sub := network.NewPipelinedSubpartition()
+		network.ConnectLocal(sub, g, offsets[e]+index)
+		targets[k] = sub
 	}
 	size := len(targets)*j.opts.BuffersPerChannel + j.opts.FloatingBuffersPerGate
 	size = max(size, len(targets)+1) // one partial buffer per subpartition and one to send

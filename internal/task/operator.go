@@ -198,6 +198,7 @@ type OpContext struct {
 
 	task     *task
 	claimDir func() error
+	failure  error // the first Fail, kept in case user code recovers it
 }
 
 // ClaimStateDir makes sure the run's local state directory, under which
@@ -255,8 +256,13 @@ func (c *OpContext) CurrentWatermark() int64 { return c.task.watermark }
 
 // Fail aborts the task with err attributed to this operator. It does not
 // return: it unwinds to the task, which closes the chain and reports an
-// OperatorError.
+// OperatorError. The failure is also recorded: a user function that
+// recovers it does not save the task, which fails with the first err as
+// soon as the user function returns.
 func (c *OpContext) Fail(err error) {
+	if c.failure == nil {
+		c.failure = err
+	}
 	panic(&opFailure{op: c.Index, err: err})
 }
 

@@ -49,6 +49,16 @@ type task struct {
 	seq    int64
 	mail   *mailbox
 
+	// Priority events (unaligned barriers) taken from the gate by urgent
+	// mail, possibly while the task was blocked on backpressure, in the
+	// order they arrived; runInput handles them before the gate's buffers.
+	priority       []polled
+	priorityPosted atomic.Bool // urgent mail to take them is queued
+	priorityMail   Mail
+	// onPriority, if set, sees every priority event as urgent mail takes
+	// it (tests).
+	onPriority func(ch int, ev network.Event)
+
 	barriers *barrier.Handler // for tasks with inputs
 	acks     chan<- Ack
 	ctx      context.Context // the job's, set by run
@@ -83,8 +93,21 @@ func (t *task) publishCounts() {
 	t.recordsOut.Store(out)
 }
 
+// polled is a buffer taken from the input gate and the channel it came on.
+type polled struct {
+	ch int
+	b  *network.Buffer
+}
+
 func (t *task) init() {
 	t.mail = newMailbox()
+	t.priorityMail = t.takePriorityEvents
+	if t.gate != nil {
+		t.gate.SetPriorityListener(t.priorityArrived)
+	}
+	for _, rp := range t.partitions {
+		rp.SetYielder(t)
+	}
 	n := len(t.ops)
 	t.opWM = make([]int64, n)
 	for i := range t.opWM {
@@ -120,6 +143,9 @@ func (t *task) run(ctx context.Context) (err error) {
 		if cerr := t.closeOps(opened); err == nil {
 			err = cerr
 		}
+		if err == nil {
+			err = t.swallowed(ctx)
+		}
 		if err != nil {
 			for _, rp := range t.partitions {
 				rp.Close()
@@ -152,6 +178,10 @@ func (t *task) run(ctx context.Context) (err error) {
 		return err
 	}
 	if err := t.awaitFinalCheckpoint(ctx); err != nil {
+		return err
+	}
+	// No consumer may see a clean end of a task that must fail.
+	if err := t.swallowed(ctx); err != nil {
 		return err
 	}
 	for _, rp := range t.partitions {
@@ -190,6 +220,10 @@ func (t *task) closeOps(opened int) (first error) {
 func (t *task) closeOp(i int) (err error) {
 	defer func() {
 		if r := recover(); r != nil {
+			if f, ok := r.(*opFailure); ok {
+				err = t.opError(f.op, f.err)
+				return
+			}
 			err = t.opError(i, &PanicError{Value: r, Stack: debug.Stack()})
 		}
 	}()
@@ -205,8 +239,34 @@ func (t *task) recovered(ctx context.Context, r any) error {
 		return t.opError(v.op, v.err)
 	case *network.CanceledError:
 		return t.canceled(ctx)
+	case *network.YieldError:
+		return v.Err // the urgent mail's error, already attributed
 	}
 	return t.opError(t.tracker.Cur, &PanicError{Value: r, Stack: debug.Stack()})
+}
+
+// swallowed returns the failure a user function recovered from instead of
+// letting it unwind to the task: an OpContext.Fail, or a writer that stopped
+// waiting for a buffer (the job was canceled, or urgent mail failed). Both
+// are recorded where they happen, so the task fails all the same once the
+// user function returns. It is checked per input buffer or source batch and
+// before the task ends.
+func (t *task) swallowed(ctx context.Context) error {
+	for _, c := range t.ctxs {
+		if c.failure != nil {
+			return t.opError(c.Index, c.failure)
+		}
+	}
+	for _, rp := range t.partitions {
+		if err := rp.Err(); err != nil {
+			var ye *network.YieldError
+			if errors.As(err, &ye) {
+				return ye.Err
+			}
+			return t.canceled(ctx)
+		}
+	}
+	return nil
 }
 
 func (t *task) canceled(ctx context.Context) error {
@@ -260,10 +320,77 @@ func (t *task) serveMail() error {
 	return nil
 }
 
+// Urgent returns the channel signalled when urgent mail is queued; with
+// RunUrgent it makes the task a network.Yielder.
+func (t *task) Urgent() <-chan struct{} { return t.mail.urgentNotify }
+
+// RunUrgent runs the queued urgent mail. It is called by a writer blocked
+// on backpressure, possibly in the middle of a record, so it leaves the
+// record context (tracker) as it found it.
+func (t *task) RunUrgent() error {
+	cur, ts := t.tracker.Cur, t.tracker.Timestamp
+	defer func() { t.tracker.Cur, t.tracker.Timestamp = cur, ts }()
+	for _, m := range t.mail.takeUrgent() {
+		t.tracker.Cur = 0
+		t.tracker.Timestamp = NoTimestamp
+		if err := m(); err != nil {
+			return t.opError(0, err)
+		}
+	}
+	return nil
+}
+
+var _ network.Yielder = (*task)(nil)
+
+// priorityArrived is the gate's priority listener: it runs on the
+// delivering producer's goroutine and posts urgent mail, which reaches the
+// task even while it is blocked on backpressure.
+func (t *task) priorityArrived() {
+	if t.priorityPosted.CompareAndSwap(false, true) {
+		t.mail.postUrgent(t.priorityMail)
+	}
+}
+
+// takePriorityEvents is urgent mail: it takes the priority events the gate
+// received, ahead of the buffers they overtook, so the task has them even
+// while a writer of its is blocked in the middle of a record. runInput
+// handles them at the next record boundary, before any buffer; this is
+// where an unaligned checkpoint will start (the overtaken input buffers are
+// its channel state).
+func (t *task) takePriorityEvents() error {
+	t.priorityPosted.Store(false) // an event arriving from now on posts again
+	for {
+		ch, b, ok := t.gate.PollPriority()
+		if !ok {
+			return nil
+		}
+		t.priority = append(t.priority, polled{ch: ch, b: b})
+		if t.onPriority != nil {
+			t.onPriority(ch, b.Event)
+		}
+	}
+}
+
+// nextInput returns the next priority event taken by urgent mail, or else
+// the gate's next buffer.
+func (t *task) nextInput() (int, *network.Buffer, bool) {
+	if len(t.priority) > 0 {
+		p := t.priority[0]
+		t.priority[0] = polled{}
+		t.priority = t.priority[1:]
+		return p.ch, p.b, true
+	}
+	return t.gate.Poll()
+}
+
 // awaitOutputs blocks while an output has no free buffer, so that the task
 // does not start work it cannot hand on (backpressure), unless ctx ends.
-// Mail is served meanwhile.
+// Mail is served meanwhile. It first fails the task if a user function
+// swallowed a failure.
 func (t *task) awaitOutputs(ctx context.Context) error {
+	if err := t.swallowed(ctx); err != nil {
+		return err
+	}
 	for _, rp := range t.partitions {
 		for {
 			interrupted, err := rp.Pool().WaitAvailableOr(ctx, t.mail.notify)
@@ -329,6 +456,9 @@ func (t *task) runSource(ctx context.Context) error {
 		if err != nil {
 			return t.opError(0, err)
 		}
+		if err := t.swallowed(ctx); err != nil {
+			return err
+		}
 		if err := t.tick(); err != nil {
 			return err
 		}
@@ -373,7 +503,7 @@ func (t *task) runInput(ctx context.Context) error {
 		if err := t.awaitOutputs(ctx); err != nil {
 			return err
 		}
-		ch, b, ok := t.gate.Poll()
+		ch, b, ok := t.nextInput()
 		if !ok {
 			t.flush(t.clock.Now()) // idle: hand on what we have
 			if err := t.wait(ctx, t.gate.Notify(), 0); err != nil {
@@ -414,6 +544,9 @@ func (t *task) runInput(ctx context.Context) error {
 		t.tracker.Cur = 0
 		if err := t.readers[ch].Read(ch, b); err != nil {
 			return t.opError(0, err)
+		}
+		if err := t.swallowed(ctx); err != nil {
+			return err
 		}
 		t.gate.Release(ch, b)
 		if err := t.tick(); err != nil {

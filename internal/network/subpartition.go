@@ -1,0 +1,92 @@
+package network
+
+import (
+	"fmt"
+	"sync"
+)
+
+// PipelinedSubpartition is the in-memory Subpartition: a FIFO of buffers
+// under a mutex, with priority events kept at its head.
+type PipelinedSubpartition struct {
+	mu       sync.Mutex
+	q        bufQueue[*Buffer]
+	prio     int // priority events at the head of q
+	backlog  int // data buffers in q
+	listener AvailabilityListener
+}
+
+var _ Subpartition = (*PipelinedSubpartition)(nil)
+
+// NewPipelinedSubpartition returns an empty subpartition.
+func NewPipelinedSubpartition() *PipelinedSubpartition { return &PipelinedSubpartition{} }
+
+// SetListener registers l; see Subpartition.
+func (s *PipelinedSubpartition) SetListener(l AvailabilityListener) {
+	s.mu.Lock()
+	s.listener = l
+	s.mu.Unlock()
+}
+
+// Send queues b behind everything sent before it.
+func (s *PipelinedSubpartition) Send(b *Buffer) {
+	s.mu.Lock()
+	s.q.push(b)
+	if b.IsData() {
+		s.backlog++
+	}
+	l := s.listener
+	s.mu.Unlock()
+	if l != nil {
+		l.NotifyDataAvailable()
+	}
+}
+
+// SendPriority queues priority event b ahead of every queued buffer except
+// earlier priority events. It panics if b is not a priority event.
+func (s *PipelinedSubpartition) SendPriority(b *Buffer) {
+	if b.Kind != KindEvent || !b.Event.Priority {
+		panic(fmt.Sprintf("network: SendPriority of a %v buffer that is not a priority event", b.Kind))
+	}
+	s.mu.Lock()
+	s.q.insert(s.prio, b)
+	s.prio++
+	l := s.listener
+	s.mu.Unlock()
+	if l != nil {
+		l.NotifyDataAvailable()
+	}
+}
+
+// PollNext takes the head if credit allows; see Subpartition.
+func (s *PipelinedSubpartition) PollNext(credit int) (*Buffer, int) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.q.len() == 0 {
+		return nil, s.backlog
+	}
+	b := s.q.peek()
+	if b.IsData() {
+		if credit <= 0 {
+			return nil, s.backlog
+		}
+		s.backlog--
+	} else if s.prio > 0 {
+		s.prio--
+	}
+	s.q.pop()
+	return b, s.backlog
+}
+
+// Backlog is the number of data buffers queued.
+func (s *PipelinedSubpartition) Backlog() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.backlog
+}
+
+// Queued is the number of buffers queued, data and events.
+func (s *PipelinedSubpartition) Queued() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.q.len()
+}

@@ -22,7 +22,7 @@ import (
 // checkpoint reused an upload that the completion of an overlapping one
 // had just released, and referenced a deleted file.
 func TestConcurrentCheckpointsKeepReferencedFiles(t *testing.T) {
-	const n, keys = 30_000, 10_000 // many keys: many SST files change per checkpoint
+	const n, keys = 20_000, 5_000 // many keys: many SST files change per checkpoint
 	modes := []struct {
 		name        string
 		backend     string

@@ -90,10 +90,12 @@
 //   - Mode gains Unaligned, and New gains options with AlignedTimeout
 //     (Flink's execution.checkpointing.aligned-checkpoint-timeout; 0 means
 //     unaligned from the first barrier). Barriers must then say how they
-//     were sent (aligned, unaligned, aligned with timeout, as Flink's
-//     CheckpointOptions), and unaligned ones travel as priority events
-//     (network.InputGate.SendPriority, Event.Priority) that overtake queued
-//     buffers and get through blocked channels.
+//     were sent (aligned, unaligned, aligned with timeout: a field of
+//     checkpoint.Options, which barriers already carry), and unaligned ones
+//     travel as priority events (network.Subpartition.SendPriority at the
+//     sender, InputGate.PollPriority at the receiver, Event.Priority) that
+//     overtake queued buffers, get through blocked channels and wake a task
+//     blocked on backpressure through its mailbox.
 //   - A pending checkpoint gets a state, aligning or unaligned. In the
 //     unaligned state TriggerSnapshot is emitted at the first barrier, not
 //     the last (it gains an Unaligned flag: the task forwards the barrier as

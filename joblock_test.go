@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/weirstream/weir"
+	"github.com/weirstream/weir/config"
 	"github.com/weirstream/weir/internal/checkpoint/storage"
 	"github.com/weirstream/weir/internal/checkpoint/storage/blobtest"
 	"github.com/weirstream/weir/sink"
@@ -283,4 +284,37 @@ func TestJobLeaseOnObjectStore(t *testing.T) {
 			t.Fatalf("the first run after the forced takeover: %v, want ErrJobLockLost", err)
 		}
 	})
+}
+
+// The lease keys reach Options.JobLock; a renew interval not shorter than
+// the lease is an error; a lease set alone gets a renew interval that fits.
+func TestJobLockOptions(t *testing.T) {
+	c, err := config.Load(nil, []string{"execution.checkpointing.lock.lease-duration=6s", "execution.checkpointing.lock.renew-interval=2s"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	o := weir.OptionsFromConfig(c)
+	if o.JobLock.LeaseDuration != 6*time.Second || o.JobLock.RenewInterval != 2*time.Second || o.JobLock.Force {
+		t.Fatalf("JobLock %+v", o.JobLock)
+	}
+	if err := o.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	c, _ = config.Load(nil, nil)
+	if o := weir.OptionsFromConfig(c); o.JobLock.LeaseDuration != 30*time.Second || o.JobLock.RenewInterval != 10*time.Second {
+		t.Fatalf("defaults %+v", o.JobLock)
+	}
+	c, _ = config.Load(nil, []string{"execution.checkpointing.lock.lease-duration=6s"})
+	o = weir.OptionsFromConfig(c)
+	if err := o.Validate(); err == nil || !strings.Contains(err.Error(), "renew interval 10s must be positive and shorter than the lease duration 6s") {
+		t.Fatalf("Validate: %v", err)
+	}
+	o = weir.Options{JobLock: weir.JobLockOptions{LeaseDuration: 3 * time.Second}}
+	o.EnsureDefaults()
+	if o.JobLock.RenewInterval != time.Second {
+		t.Fatalf("renew interval %v for a 3s lease", o.JobLock.RenewInterval)
+	}
+	if err := o.Validate(); err != nil {
+		t.Fatal(err)
+	}
 }

@@ -120,11 +120,14 @@ func (o *Options) EnsureDefaults() {
 	}
 	o.Checkpoint.ensureDefaults()
 	o.Changelog.ensureDefaults()
-	if o.JobLock.LeaseDuration == 0 {
-		o.JobLock.LeaseDuration = storage.DefaultLeaseDuration
-	}
 	if o.JobLock.RenewInterval == 0 {
 		o.JobLock.RenewInterval = storage.DefaultRenewInterval
+		if o.JobLock.LeaseDuration > 0 {
+			o.JobLock.RenewInterval = min(storage.DefaultRenewInterval, o.JobLock.LeaseDuration/3)
+		}
+	}
+	if o.JobLock.LeaseDuration == 0 {
+		o.JobLock.LeaseDuration = storage.DefaultLeaseDuration
 	}
 }
 
@@ -242,7 +245,8 @@ type JobLockOptions struct {
 	LeaseDuration time.Duration
 	// RenewInterval is how often the holder renews its lease (and checks
 	// that a local lock was not taken over with Force); shorter than
-	// LeaseDuration. Default 10s (execution.checkpointing.lock.renew-interval).
+	// LeaseDuration. Default 10s, or a third of a LeaseDuration set below
+	// 30s (execution.checkpointing.lock.renew-interval).
 	RenewInterval time.Duration
 }
 

@@ -194,14 +194,23 @@ func (le *lease) release(ctx context.Context, lost bool) error {
 	}
 	h := le.me
 	h.Released, h.Expires = true, le.opts.Clock.Now()
-	switch err := le.create(ctx, le.gen+1, h); {
-	case errors.Is(err, errExists):
-		return nil // taken over meanwhile: nothing of ours to release
-	case err != nil:
-		return fmt.Errorf("release the lease of %s: %w", le.dir, err)
+	for {
+		err := le.create(ctx, le.gen+1, h)
+		if errors.Is(err, errExists) {
+			// Ours if a renewal cut short by Release got it stored;
+			// otherwise the lease was taken over: nothing to release.
+			if got, rerr := le.read(ctx, le.gen+1); rerr == nil && got.Owner == le.me.Owner && !got.Released {
+				le.gen++
+				continue
+			}
+			return nil
+		}
+		if err != nil {
+			return fmt.Errorf("release the lease of %s: %w", le.dir, err)
+		}
+		_ = le.b.Delete(ctx, le.key(le.gen))
+		return nil
 	}
-	_ = le.b.Delete(ctx, le.key(le.gen))
-	return nil
 }
 
 // conditionalCreator is implemented by buckets that can create an object

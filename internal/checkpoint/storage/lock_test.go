@@ -317,3 +317,22 @@ func TestLockOptionsValidated(t *testing.T) {
 		t.Fatalf("err = %v", err)
 	}
 }
+
+// A renewal that stored its generation but was cut short by Release still
+// gets released: the next run need not wait for it to expire.
+func TestLeaseReleaseAfterAnInterruptedRenewal(t *testing.T) {
+	s := memStorage(t)
+	clk := clock.NewManual(lockEpoch)
+	a := mustLock(t, s, leaseOpts(clk))
+	die(a)
+	le := a.b.(*lease)
+	h := le.me
+	h.Expires = clk.Now().Add(30 * time.Second)
+	if err := le.create(context.Background(), le.gen+1, h); err != nil { // stored, never recorded
+		t.Fatal(err)
+	}
+	if err := a.Release(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	mustLock(t, s, leaseOpts(clk))
+}

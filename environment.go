@@ -214,6 +214,7 @@ func (e *Environment) execute(ctx context.Context, name string) (runner.Result, 
 		Status: statusFunc(e.opts.OnStatus, metrics), StatusInterval: e.opts.StatusInterval,
 		Manual: e.manual, OnCompleted: completedFunc(e.opts.OnCheckpointComplete, metrics),
 	}
+	var lock *storage.JobLock
 	if enabled || co.RestorePath != "" {
 		jobDir, err := storage.SanitizeJob(name)
 		if err != nil {
@@ -227,6 +228,26 @@ func (e *Environment) execute(ctx context.Context, name string) (runner.Result, 
 			defer store.Close()
 		}
 		if enabled {
+			// One run per job directory: taken before anything in it is
+			// read or changed, held across restarts, released at the end.
+			// A run that loses it is cancelled; its storage refuses writes.
+			var cancel context.CancelCauseFunc
+			ctx, cancel = context.WithCancelCause(ctx)
+			defer cancel(nil)
+			jl := e.opts.JobLock
+			lock, err = store.LockJob(ctx, jobDir, storage.LockOptions{
+				Force: jl.Force, LeaseDuration: jl.LeaseDuration, RenewInterval: jl.RenewInterval,
+				Dir: co.Dir, Logger: cfg.Logger, OnLost: func(err error) { cancel(err) },
+			})
+			if err != nil {
+				return runner.Result{}, err
+			}
+			defer func() {
+				if err := lock.Release(context.WithoutCancel(ctx)); err != nil {
+					cfg.Logger.Warn("could not release the lock of the checkpoint directory", "dir", lock.Dir(), "err", err)
+				}
+			}()
+			store = lock.Storage()
 			cfg.Storage, cfg.JobDir = store, jobDir
 		}
 		if co.RestorePath != "" {
@@ -240,7 +261,13 @@ func (e *Environment) execute(ctx context.Context, name string) (runner.Result, 
 	if cfg.Restart, err = restart.New(e.opts.Restart.config(enabled), nil); err != nil {
 		return runner.Result{}, err
 	}
-	return runner.Run(ctx, cfg)
+	res, err := runner.Run(ctx, cfg)
+	if lock != nil {
+		if lerr := lock.Err(); lerr != nil && err != nil {
+			return res, fmt.Errorf("job %q stopped: %w", name, lerr)
+		}
+	}
+	return res, err
 }
 
 // resolveRestore reads the checkpoint RestorePath names into cfg.From,

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/weirstream/weir/config"
+	"github.com/weirstream/weir/internal/checkpoint/storage"
 	"github.com/weirstream/weir/internal/clock"
 	"github.com/weirstream/weir/internal/keygroup"
 	"github.com/weirstream/weir/internal/task"
@@ -63,6 +64,9 @@ type Options struct {
 	Checkpoint CheckpointOptions
 	// Restart is the restart strategy; see RestartOptions.
 	Restart RestartOptions
+	// JobLock is the lock that keeps a second run off the job's checkpoint
+	// directory; see JobLockOptions.
+	JobLock JobLockOptions
 
 	// OnStatus, if set, is called every StatusInterval (default 5s) while
 	// the job runs, with its progress; `weir run` prints it as a status
@@ -116,6 +120,15 @@ func (o *Options) EnsureDefaults() {
 	}
 	o.Checkpoint.ensureDefaults()
 	o.Changelog.ensureDefaults()
+	if o.JobLock.RenewInterval == 0 {
+		o.JobLock.RenewInterval = storage.DefaultRenewInterval
+		if o.JobLock.LeaseDuration > 0 {
+			o.JobLock.RenewInterval = min(storage.DefaultRenewInterval, o.JobLock.LeaseDuration/3)
+		}
+	}
+	if o.JobLock.LeaseDuration == 0 {
+		o.JobLock.LeaseDuration = storage.DefaultLeaseDuration
+	}
 }
 
 // Validate reports every invalid field at once.
@@ -140,6 +153,10 @@ func (o *Options) Validate() error {
 	}
 	if o.AutoWatermarkInterval < 0 {
 		errs = append(errs, fmt.Errorf("auto watermark interval %v must not be negative", o.AutoWatermarkInterval))
+	}
+	if o.JobLock.LeaseDuration < 0 || o.JobLock.RenewInterval < 0 || o.JobLock.RenewInterval >= o.JobLock.LeaseDuration {
+		errs = append(errs, fmt.Errorf("job lock renew interval %v must be positive and shorter than the lease duration %v",
+			o.JobLock.RenewInterval, o.JobLock.LeaseDuration))
 	}
 	errs = append(errs, o.Checkpoint.validate()...)
 	errs = append(errs, o.Changelog.validate()...)
@@ -175,6 +192,10 @@ func OptionsFromConfig(c *config.Config) Options {
 		Retention:         c.String("execution.checkpointing.externalized-checkpoint-retention"),
 		RestorePath:       c.String("execution.state-recovery.path"),
 	}
+	o.JobLock = JobLockOptions{
+		LeaseDuration: c.Duration("execution.checkpointing.lock.lease-duration"),
+		RenewInterval: c.Duration("execution.checkpointing.lock.renew-interval"),
+	}
 	o.Changelog = changelogFromConfig(c)
 	o.Restart = RestartOptions{
 		Type:                   c.String("restart-strategy.type"),
@@ -203,3 +224,39 @@ func OptionsFromConfig(c *config.Config) Options {
 	}
 	return o
 }
+
+// JobLockOptions configure the lock a job with checkpointing takes on its
+// checkpoint directory (<Checkpoint.Dir>/<job>/) for the whole run, so that
+// a second run of the job against the same directory is refused instead of
+// deleting the first one's checkpoint in progress. On a local directory it
+// is a file lock the operating system drops when the process dies, so a
+// resume after kill -9 starts at once; on object stores (s3://, mem://, ...)
+// it is a lease renewed in the background, which another run takes over
+// only after it expired. See docs/checkpointing.md.
+type JobLockOptions struct {
+	// Force takes the lock over at once, even from a live holder, which
+	// stops writing within its RenewInterval. Dangerous: until then both
+	// runs write into the directory. Use it only when you know the holder
+	// is dead (`weir run --force`).
+	Force bool
+	// LeaseDuration is how long a lease on an object store lasts unless
+	// renewed: how long a run waits after its predecessor died without
+	// releasing it. Default 30s (execution.checkpointing.lock.lease-duration).
+	LeaseDuration time.Duration
+	// RenewInterval is how often the holder renews its lease (and checks
+	// that a local lock was not taken over with Force); shorter than
+	// LeaseDuration. Default 10s, or a third of a LeaseDuration set below
+	// 30s (execution.checkpointing.lock.renew-interval).
+	RenewInterval time.Duration
+}
+
+// ErrJobLocked is wrapped by Execute's error when another run holds the
+// job's checkpoint directory; the message names it (pid, host, since when).
+// Nothing has started then.
+var ErrJobLocked = storage.ErrJobLocked
+
+// ErrJobLockLost is wrapped by Execute's error when the job stopped because
+// it lost the lock of its checkpoint directory: another run took it over
+// with Force, or its lease ran out before it could be renewed. The job
+// wrote nothing to the directory after it noticed.
+var ErrJobLockLost = storage.ErrLockLost

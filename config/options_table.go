@@ -222,6 +222,23 @@ var optionTable = []Option{
 		Enum:        []string{"RETAIN_ON_CANCELLATION", "DELETE_ON_CANCELLATION", "NO_EXTERNALIZED_CHECKPOINTS"},
 	},
 	{
+		Key:     "execution.checkpointing.lock.lease-duration",
+		Kind:    KindDuration,
+		Default: "30 s",
+		Description: "How long the lease a running job holds on its checkpoint directory in an object store (s3://, mem://, ...) lasts unless renewed. " +
+			"A second run of the job is refused while it lasts, so a run resuming after a crash that left it behind waits up to this long (or pass weir run --force). " +
+			"Local directories use a file lock instead, which dies with its process.",
+		Min: 1,
+	},
+	{
+		Key:     "execution.checkpointing.lock.renew-interval",
+		Kind:    KindDuration,
+		Default: "10 s",
+		Description: "How often a running job renews the lease on its checkpoint directory, and checks that its local lock file was not taken over with weir run --force. " +
+			"Must be shorter than execution.checkpointing.lock.lease-duration.",
+		Min: 1,
+	},
+	{
 		Key:         "execution.state-recovery.path",
 		Kind:        KindString,
 		Default:     "",

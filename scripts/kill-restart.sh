@@ -65,6 +65,18 @@ if ! "$weir" "${args[@]}" "${from[@]}" "${extra[@]}" 2>>"$work/log"; then
 	exit 1
 fi
 
+# The job lock dies with its process: no resume may have been refused for a
+# killed run's lock, and the last run released it (no _lock left).
+if grep -q "is in use by" "$work/log"; then
+	echo "FAIL: a resumed run was refused the job lock of a killed run:"
+	grep "is in use by" "$work/log"
+	exit 1
+fi
+if [[ -e $work/chk/counter/_lock ]]; then
+	echo "FAIL: the job lock file is left after the last run"
+	exit 1
+fi
+
 # The killed runs' local state directories must be gone: each run deletes
 # those of dead runs when it starts, and its own when it ends.
 if [[ -d $work/state ]] && [[ -n $(ls -A "$work/state") ]]; then

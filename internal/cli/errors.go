@@ -15,6 +15,9 @@ type exitError struct {
 	// prefix starts the message, e.g. "invalid job: ".
 	prefix string
 	errs   []error
+	// noHint leaves out the pointer to --help of usage errors that are
+	// not about the command line.
+	noHint bool
 }
 
 func (e *exitError) Error() string { return e.prefix + errors.Join(e.errs...).Error() }
@@ -25,6 +28,11 @@ func (e *exitError) Unwrap() []error { return e.errs }
 // settings: exit code 2.
 func usageError(errs ...error) error { return &exitError{code: ExitUsage, errs: errs} }
 
+// refused reports a run refused before it started for a reason outside
+// the command line, such as a checkpoint directory another run holds:
+// exit code 2, without the usage hint.
+func refused(err error) error { return &exitError{code: ExitUsage, errs: []error{err}, noHint: true} }
+
 // failure reports a job or benchmark that failed while it ran: exit code 1.
 func failure(err error) error { return &exitError{code: ExitFailure, errs: []error{err}} }
 
@@ -34,10 +42,10 @@ func interrupted(err error) error { return &exitError{code: ExitInterrupted, err
 // report prints err to standard error and returns its exit code. cmd is the
 // command that failed, for the usage hint.
 func (a *app) report(cmd *cobra.Command, err error) int {
-	code, prefix := ExitUsage, ""
+	code, prefix, hint := ExitUsage, "", true
 	var ee *exitError
 	if errors.As(err, &ee) {
-		code, prefix = ee.code, ee.prefix
+		code, prefix, hint = ee.code, ee.prefix, !ee.noHint
 	}
 	problems := problemList(err)
 	var b strings.Builder
@@ -52,7 +60,7 @@ func (a *app) report(cmd *cobra.Command, err error) int {
 			fmt.Fprintf(&b, "  - %s\n", indentRest(p, "    "))
 		}
 	}
-	if code == ExitUsage && cmd != nil {
+	if code == ExitUsage && hint && cmd != nil {
 		fmt.Fprintf(&b, "Run '%s --help' for usage.\n", cmd.CommandPath())
 	}
 	a.stderr.Write([]byte(b.String()))

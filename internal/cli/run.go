@@ -28,6 +28,7 @@ type runFlags struct {
 	from        string
 	incremental bool
 	changelog   bool
+	force       bool
 }
 
 func (a *app) runCommand() *cobra.Command {
@@ -42,7 +43,10 @@ Configuration comes from the built-in defaults, then --config FILE, then the
 job's name in logs.
 
 Every problem with the flags, the configuration and the job's settings is
-reported at once, before the job starts (exit code 2). A job that fails while
+reported at once, before the job starts (exit code 2). A job with
+checkpointing holds its checkpoint directory while it runs: a second run
+against the same directory is refused (exit code 2) with the holder's pid,
+host and start time; --force takes it over, only for a holder known dead. A job that fails while
 running exits with 1 and names the failing operator and subtask; Ctrl-C
 (SIGINT) or SIGTERM stops the job and exits with 130.`,
 		Example: `  weir run wordcount --parallelism 4 --input book.txt --output counts.txt
@@ -64,6 +68,7 @@ running exits with 1 and names the failing operator and subtask; Ctrl-C
 	pf.BoolVar(&rf.incremental, "incremental", false, "incremental checkpoints of the pebble backend; sets execution.checkpointing.incremental=true")
 	pf.BoolVar(&rf.changelog, "changelog", false, "changelog state backend: log every state change so checkpoints only upload a small tail; sets state.changelog.enabled=true")
 	pf.StringVar(&rf.from, "from", "", "resume from a `checkpoint`: latest (the job's newest complete checkpoint under execution.checkpointing.dir) or a chk-<n> directory; sets execution.state-recovery.path")
+	pf.BoolVar(&rf.force, "force", false, "take the job's checkpoint directory over at once from the run that holds it; dangerous: only when you know that run is dead")
 	a.deferErrors(pf)
 	c.SetUsageTemplate(strings.NewReplacer(
 		"Available Commands:", "Jobs:",
@@ -145,6 +150,7 @@ func (a *app) runJob(c *cobra.Command, job jobs.Job, rf *runFlags) error {
 	if cfg != nil {
 		opts = weir.OptionsFromConfig(cfg)
 		opts.Logger = logger
+		opts.JobLock.Force = rf.force
 		if err := opts.Validate(); err != nil {
 			problems = append(problems, err)
 		}
@@ -197,6 +203,8 @@ func execute(ctx context.Context, logger *slog.Logger, name string, exec func(co
 		return invalidJob(err)
 	case errors.Is(err, weir.ErrNoCheckpoint):
 		return usageError(err)
+	case errors.Is(err, weir.ErrJobLocked):
+		return refused(err)
 	}
 	return failure(err)
 }

@@ -144,6 +144,7 @@ type Job struct {
 	stateCreated []string
 	stateErr     error
 	stateClaimed bool
+	staleSwept   bool
 
 	acks         chan Ack
 	sourcesEnded chan struct{}
@@ -384,6 +385,10 @@ func (j *Job) networkOutput(impl OutputImpl, e *graph.Edge, index int, tr *Track
 func (j *Job) Run() error {
 	defer j.stop(nil)
 	defer j.releaseStateDir()
+	// Every run cleans up after dead runs, whatever its backend: a run
+	// killed while it kept Pebble state left its directory behind, and the
+	// run resuming it may keep no local state at all.
+	j.sweepStaleStateDirs()
 	var (
 		wg       sync.WaitGroup
 		mu       sync.Mutex
@@ -501,21 +506,30 @@ func (j *Job) RecordCounts() (in, out int64) {
 func (j *Job) Cancel(cause error) { j.stop(cause) }
 
 // claimStateDir creates and locks the run's local state directory on first
-// use, deleting the directories of dead runs; jobs that keep no local state
-// never create anything.
+// use; jobs that keep no local state never create anything.
 func (j *Job) claimStateDir() error {
 	j.stateMu.Lock()
 	defer j.stateMu.Unlock()
 	if !j.stateClaimed {
 		j.stateClaimed = true
 		j.stateLock, j.stateCreated, j.stateErr = claimStateDir(j.stateDir)
-		if j.stateErr == nil {
-			removeStaleStateDirs(j.opts.StateDir, j.stateDir, j.opts.Logger)
-		} else {
+		if j.stateErr != nil {
 			j.stateErr = fmt.Errorf("local state directory %s: %w", j.stateDir, j.stateErr)
 		}
 	}
 	return j.stateErr
+}
+
+// sweepStaleStateDirs deletes, once per run, the state directories of dead
+// runs under Options.StateDir. It creates nothing: without a StateDir
+// there is nothing to sweep.
+func (j *Job) sweepStaleStateDirs() {
+	j.stateMu.Lock()
+	defer j.stateMu.Unlock()
+	if !j.staleSwept {
+		j.staleSwept = true
+		removeStaleStateDirs(j.opts.StateDir, j.stateDir, j.opts.Logger)
+	}
 }
 
 func (j *Job) releaseStateDir() {

@@ -6,6 +6,8 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"strconv"
+	"time"
 )
 
 // Local state directories.
@@ -14,11 +16,22 @@ import (
 // deletes it at the end. A process killed with SIGKILL cannot: its directory
 // (Pebble databases, possibly gigabytes) would stay forever. So a run holds
 // an exclusive lock on <dir>/.lock while it lives (the kernel drops it when
-// the process dies, however it dies), and every run, when it starts, deletes
+// the process dies, however it dies), and every run, when it starts (Job.Run,
+// whatever its backend, also when it keeps no local state itself), deletes
 // the directories under StateDir whose lock it can take: nobody is using
-// them. Directories without a lock file are left alone.
+// them. Directories without a lock file are left alone, and a missing
+// StateDir is not created.
+//
+// A run writes its pid into the lock file once it holds the lock. An empty
+// lock file younger than claimGrace belongs to a run claiming its directory
+// this instant (created, not locked yet): the sweep leaves it alone rather
+// than delete the directory under that run, or hold the lock at the moment
+// the run takes it.
 
-const stateLockName = ".lock"
+const (
+	stateLockName = ".lock"
+	claimGrace    = time.Minute
+)
 
 // stateDirLock is a held lock; release unlocks it.
 type stateDirLock interface{ release() }
@@ -36,8 +49,17 @@ func claimStateDir(dir string) (l stateDirLock, created []string, err error) {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, nil, err
 	}
-	l, err = lockFile(filepath.Join(dir, stateLockName))
-	return l, created, err
+	lockPath := filepath.Join(dir, stateLockName)
+	if l, err = lockFile(lockPath); err != nil {
+		return nil, created, err
+	}
+	// Mark the lock file as taken (see claimGrace); the flock does not
+	// depend on which descriptor writes.
+	if err := os.WriteFile(lockPath, []byte(strconv.Itoa(os.Getpid())+"\n"), 0o644); err != nil {
+		l.release()
+		return nil, created, err
+	}
+	return l, created, nil
 }
 
 // releaseStateDir unlocks and deletes dir, then the directories claim
@@ -67,8 +89,12 @@ func removeStaleStateDirs(root, keep string, logger *slog.Logger) {
 			continue
 		}
 		lockPath := filepath.Join(dir, stateLockName)
-		if _, err := os.Stat(lockPath); errors.Is(err, fs.ErrNotExist) {
+		fi, err := os.Stat(lockPath)
+		if errors.Is(err, fs.ErrNotExist) {
 			continue
+		}
+		if err == nil && fi.Size() == 0 && time.Since(fi.ModTime()) < claimGrace {
+			continue // being claimed now
 		}
 		l, err := lockFile(lockPath)
 		if err != nil {

@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"testing"
+	"time"
 )
 
 // A run's state directory is deleted by a later run once no process holds
@@ -93,5 +94,47 @@ func TestLoneRunLeavesNothing(t *testing.T) {
 	}
 	if entries, _ := os.ReadDir(root); len(entries) != 0 {
 		t.Fatalf("left behind %v", entries)
+	}
+}
+
+// A directory whose lock file is still empty is being claimed by a run
+// this instant (created, not locked yet): the sweep leaves it alone. An
+// empty lock file older than claimGrace (a run killed in that instant, or
+// an older weir that wrote no pid) is stale as before.
+func TestSweepSparesDirsBeingClaimed(t *testing.T) {
+	root := t.TempDir()
+	logger := slog.New(slog.NewTextHandler(io.Discard, nil))
+	for _, name := range []string{"job-claiming", "job-old"} {
+		if err := os.MkdirAll(filepath.Join(root, name), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(root, name, stateLockName), nil, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	old := time.Now().Add(-2 * claimGrace)
+	if err := os.Chtimes(filepath.Join(root, "job-old", stateLockName), old, old); err != nil {
+		t.Fatal(err)
+	}
+	removeStaleStateDirs(root, "", logger)
+	for name, want := range map[string]bool{"job-claiming": true, "job-old": false} {
+		_, err := os.Stat(filepath.Join(root, name))
+		if got := err == nil; got != want {
+			t.Errorf("%s exists = %v, want %v", name, got, want)
+		}
+	}
+	// Once claimed, the lock file names the run, and the directory is
+	// judged by its lock alone.
+	l, _, err := claimStateDir(filepath.Join(root, "job-claiming"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if data, _ := os.ReadFile(filepath.Join(root, "job-claiming", stateLockName)); len(data) == 0 {
+		t.Fatal("the claimed lock file is empty")
+	}
+	l.release()
+	removeStaleStateDirs(root, "", logger)
+	if _, err := os.Stat(filepath.Join(root, "job-claiming")); !os.IsNotExist(err) {
+		t.Errorf("the released directory stays: %v", err)
 	}
 }

@@ -10,6 +10,12 @@
 //	<root>/<job>/chk-<n>/<name>        data files owned by checkpoint n
 //	<root>/<job>/shared/<name>         files referenced by several checkpoints
 //	<root>/<job>/taskowned/            reserved for task-owned state
+//	<root>/<job>/_lock                 local directories: the job lock (flock)
+//	<root>/<job>/_lease-<g>            object stores: the job lock (lease)
+//
+// The job lock (LockJob, see lock.go) keeps one run per job directory; its
+// objects are files next to the chk-<n> directories, which no listing
+// shows.
 //
 // A checkpoint is complete exactly when chk-<n>/_metadata exists and decodes
 // (see DecodeMetadata). Data files are written and Finished before the

@@ -242,7 +242,7 @@ func (s *Storage) LockJob(ctx context.Context, job string, o LockOptions) (*JobL
 		l.deadline.Store(expires.UnixNano())
 		l.b = le
 	}
-	l.fenced = &Storage{b: &fencedBucket{b: s.b, l: l}}
+	l.fenced = &Storage{b: &fencedBucket{b: s.b, l: l}, loc: s.loc, shown: s.shown} // the same storage, as Same and messages see it
 	l.ctx, l.cancel = context.WithCancel(context.WithoutCancel(ctx))
 	go l.loop()
 	return l, nil

@@ -3,6 +3,7 @@ package weir
 import (
 	"log/slog"
 
+	"github.com/weirstream/weir/internal/operator"
 	"github.com/weirstream/weir/internal/task"
 )
 
@@ -27,10 +28,10 @@ type SourceContext struct {
 	// fresh start, when the source decides the subtask's splits itself.
 	RestoredSplits [][]byte
 
-	state *operatorState
+	state *operator.State
 }
 
-func (c SourceContext) operatorState() *operatorState { return c.state }
+func (c SourceContext) operatorState() *operator.State { return c.state }
 
 // ReadStatus is what a source reader reports after a batch.
 type ReadStatus = task.ReadStatus
@@ -93,10 +94,10 @@ type SinkContext struct {
 	// left behind.
 	RunID string
 
-	state *operatorState
+	state *operator.State
 }
 
-func (c SinkContext) operatorState() *operatorState { return c.state }
+func (c SinkContext) operatorState() *operator.State { return c.state }
 
 // SinkWriter writes the records of one subtask. Its methods are called from
 // the subtask's goroutine only.

@@ -4,15 +4,14 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"path/filepath"
 	"sync"
 
 	"github.com/weirstream/weir/internal/checkpoint"
 	"github.com/weirstream/weir/internal/checkpoint/barrier"
 	"github.com/weirstream/weir/internal/checkpoint/coordinator"
-	"github.com/weirstream/weir/internal/checkpoint/metadata"
-	"github.com/weirstream/weir/internal/checkpoint/storage"
+	"github.com/weirstream/weir/internal/clock"
 	"github.com/weirstream/weir/internal/graph"
+	"github.com/weirstream/weir/internal/keyed"
 	"github.com/weirstream/weir/internal/restart"
 	"github.com/weirstream/weir/internal/runner"
 	"github.com/weirstream/weir/internal/task"
@@ -27,13 +26,19 @@ type Environment struct {
 	opts   Options
 	graph  graph.Graph
 	errs   []error // problems found while the graph was declared
+	// keyedConfig is what the keyed operators' runtimes get: derived from
+	// opts, with the current run's metrics sink (set by execute).
+	keyedConfig keyed.Config
+	// hooks inject failures and a clock in tests (export_test.go).
+	hooks testHooks
 }
 
 // NewEnvironment returns an environment with opts; problems with opts are
 // reported by Execute.
 func NewEnvironment(opts Options) *Environment {
 	opts.EnsureDefaults()
-	return &Environment{opts: opts, manual: make(chan runner.ManualRequest)}
+	return &Environment{opts: opts, manual: make(chan runner.ManualRequest),
+		keyedConfig: keyed.Config{Backend: opts.StateBackend, Changelog: opts.Changelog.keyed()}}
 }
 
 // Options returns the environment's options with defaults filled in.
@@ -143,7 +148,7 @@ func (e *Environment) Execute(ctx context.Context, name string) error {
 // Options.Checkpoint.RestorePath names cannot be restored: "latest" and the
 // job has no complete checkpoint, or a named checkpoint that is missing,
 // truncated, corrupt, or does not fit the job. Nothing has started then.
-var ErrNoCheckpoint = errors.New("cannot restore")
+var ErrNoCheckpoint = runner.ErrNoCheckpoint
 
 // ErrNotRunning is returned by TriggerCheckpoint when Execute is not
 // running.
@@ -198,8 +203,9 @@ func (e *Environment) execute(ctx context.Context, name string) (runner.Result, 
 	}
 	co := e.opts.Checkpoint
 	enabled := co.Interval > 0
-	metrics := &changelogMetrics{}
-	e.opts.changelogMetrics = metrics
+	metrics := &keyed.Metrics{}
+	e.keyedConfig.Metrics = metrics
+	e.keyedConfig.MaterializeHook = e.hooks.materialize
 	if e.opts.Changelog.Enabled && !enabled {
 		e.opts.Logger.Warn("state.changelog.enabled has no effect without checkpoints: set execution.checkpointing.interval", "job", name)
 	}
@@ -208,83 +214,27 @@ func (e *Environment) execute(ctx context.Context, name string) (runner.Result, 
 		Retention: runner.Retention(co.Retention),
 		Checkpoint: coordinator.Config{Interval: co.Interval, MinPause: co.MinPause, MaxConcurrent: co.MaxConcurrent,
 			Timeout: co.Timeout, TolerableFailures: co.TolerableFailures, NumRetained: co.NumRetained},
-		Clock: e.opts.clock, Logger: e.opts.Logger.With("job", name), Hooks: e.opts.hooks.runner,
+		Clock: e.clock(), Logger: e.opts.Logger.With("job", name), Hooks: e.hooks.runner,
 		Status: statusFunc(e.opts.OnStatus, metrics), StatusInterval: e.opts.StatusInterval,
 		Manual: e.manual, OnCompleted: completedFunc(e.opts.OnCheckpointComplete, metrics),
 	}
-	if enabled || co.RestorePath != "" {
-		jobDir, err := storage.SanitizeJob(name)
-		if err != nil {
-			return runner.Result{}, fmt.Errorf("job name %q: %w", name, err)
-		}
-		store := e.opts.hooks.storage
-		if store == nil {
-			if store, err = storage.Open(ctx, co.Dir); err != nil {
-				return runner.Result{}, fmt.Errorf("checkpoint storage %q: %w", co.Dir, err)
-			}
-			defer store.Close()
-		}
-		if enabled {
-			cfg.Storage, cfg.JobDir = store, jobDir
-		}
-		if co.RestorePath != "" {
-			closeFrom, err := e.resolveRestore(ctx, &cfg, store, jobDir)
-			if err != nil {
-				return runner.Result{}, err
-			}
-			defer closeFrom()
-		}
+	release, err := runner.OpenStorage(ctx, &cfg, runner.StorageOptions{Dir: co.Dir, RestorePath: co.RestorePath})
+	if err != nil {
+		return runner.Result{}, err
 	}
+	defer release()
 	if cfg.Restart, err = restart.New(e.opts.Restart.config(enabled), nil); err != nil {
 		return runner.Result{}, err
 	}
 	return runner.Run(ctx, cfg)
 }
 
-// resolveRestore reads the checkpoint RestorePath names into cfg.From.
-func (e *Environment) resolveRestore(ctx context.Context, cfg *runner.Config, store *storage.Storage, jobDir string) (func(), error) {
-	co := e.opts.Checkpoint
-	var (
-		payload   []byte
-		from      = store
-		fromJob   = jobDir
-		closeFrom = func() {}
-	)
-	if co.RestorePath == RestoreLatest {
-		cp, err := store.Latest(ctx, jobDir, cfg.Logger)
-		if errors.Is(err, storage.ErrNotFound) {
-			return nil, fmt.Errorf("%w: job %q has no complete checkpoint under %s", ErrNoCheckpoint, cfg.JobName, co.Dir)
-		}
-		if err != nil {
-			return nil, fmt.Errorf("find the latest checkpoint of job %q under %s: %w", cfg.JobName, co.Dir, err)
-		}
-		payload = cp.Payload
-	} else {
-		s, cp, err := storage.ResolvePath(ctx, co.RestorePath)
-		if err != nil {
-			return nil, fmt.Errorf("%w: %w", ErrNoCheckpoint, err)
-		}
-		payload, fromJob = cp.Payload, cp.Job
-		if cp.Job == jobDir && sameDir(filepath.Dir(filepath.Dir(filepath.Clean(co.RestorePath))), co.Dir) {
-			s.Close() // one of this job's own checkpoints
-		} else {
-			from = s
-			closeFrom = func() { s.Close() }
-		}
+// clock is the job's clock: the system's unless a test set one.
+func (e *Environment) clock() clock.Clock {
+	if e.hooks.clock != nil {
+		return e.hooks.clock
 	}
-	meta, err := metadata.Decode(payload)
-	if err != nil {
-		closeFrom()
-		return nil, fmt.Errorf("%w from checkpoint %s: %w", ErrNoCheckpoint, co.RestorePath, err)
-	}
-	cfg.From, cfg.FromStorage, cfg.FromJob = meta, from, fromJob
-	return closeFrom, nil
-}
-
-func sameDir(a, b string) bool {
-	a, errA := filepath.Abs(a)
-	b, errB := filepath.Abs(b)
-	return errA == nil && errB == nil && a == b
+	return clock.Real()
 }
 
 func (e *Environment) taskOptions(name string) task.Options {
@@ -299,12 +249,12 @@ func (e *Environment) taskOptions(name string) task.Options {
 		FloatingBuffersPerGate: e.opts.FloatingBuffersPerGate,
 		BufferTimeout:          e.opts.BufferTimeout,
 		Logger:                 e.opts.Logger.With("job", name),
-		Clock:                  e.opts.clock,
+		Clock:                  e.clock(),
 		AutoWatermarkInterval:  e.opts.AutoWatermarkInterval,
 		StateDir:               e.opts.StateDir,
 		CheckpointMode:         mode,
 		Incremental:            e.opts.Checkpoint.Incremental,
-		Hooks:                  e.opts.hooks.task,
+		Hooks:                  e.hooks.task,
 	}
 }
 

@@ -8,7 +8,6 @@ import (
 	"time"
 
 	"github.com/weirstream/weir/config"
-	"github.com/weirstream/weir/internal/clock"
 	"github.com/weirstream/weir/internal/keygroup"
 	"github.com/weirstream/weir/internal/task"
 )
@@ -73,13 +72,6 @@ type Options struct {
 	// OnCheckpointComplete, if set, is called for every completed
 	// checkpoint, from the job's coordinator goroutine: return quickly.
 	OnCheckpointComplete func(CompletedCheckpoint)
-
-	// clock drives processing time in tests; default the system clock.
-	clock clock.Clock
-	// hooks inject failures in tests.
-	hooks testHooks
-	// changelogMetrics collects the changelog backend's figures of a run.
-	changelogMetrics *changelogMetrics
 }
 
 // EnsureDefaults fills zero fields with their defaults.
@@ -110,9 +102,6 @@ func (o *Options) EnsureDefaults() {
 	}
 	if o.Logger == nil {
 		o.Logger = slog.Default()
-	}
-	if o.clock == nil {
-		o.clock = clock.Real()
 	}
 	o.Checkpoint.ensureDefaults()
 	o.Changelog.ensureDefaults()

@@ -36,12 +36,12 @@ func restoreRun(t *testing.T, dir string, p int, backend, restore string, stopAf
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	var done atomic.Int64
-	weir.SetTestHooks(&opts, weir.TestHooks{Completed: func(int64, *metadata.Checkpoint) {
+	env := weir.NewEnvironment(opts)
+	weir.SetTestHooks(env, weir.TestHooks{Completed: func(int64, *metadata.Checkpoint) {
 		if stopAfter > 0 && done.Add(1) == int64(stopAfter) {
 			cancel()
 		}
 	}})
-	env := weir.NewEnvironment(opts)
 	var never atomic.Bool
 	never.Store(true)
 	counterJob(env, 150_000, 97, sink.Files(filepath.Join(dir, "out"), func(s string) string { return s }), -1, &never)
@@ -156,12 +156,12 @@ func TestWordCountResumesWithTimers(t *testing.T) {
 		ctx, cancel := context.WithCancel(context.Background())
 		defer cancel()
 		var done atomic.Int64
-		weir.SetTestHooks(&opts, weir.TestHooks{Completed: func(int64, *metadata.Checkpoint) {
+		env := weir.NewEnvironment(opts)
+		weir.SetTestHooks(env, weir.TestHooks{Completed: func(int64, *metadata.Checkpoint) {
 			if stopAfter > 0 && done.Add(1) == stopAfter {
 				cancel()
 			}
 		}})
-		env := weir.NewEnvironment(opts)
 		job := jobs.NewWordCount()
 		fs := pflag.NewFlagSet("wordcount", pflag.ContinueOnError)
 		job.RegisterFlags(fs)

@@ -34,18 +34,19 @@ type SourceContext struct {
 func (c SourceContext) operatorState() *operator.State { return c.state }
 
 // ReadStatus is what a source reader reports after a batch.
-type ReadStatus = task.ReadStatus
+type ReadStatus int
 
-// Read statuses.
+// Read statuses. (Each has the value of the task's status of the same name,
+// so that the source operator converts without a lookup.)
 const (
 	// MoreAvailable: call ReadBatch again.
-	MoreAvailable = task.MoreAvailable
+	MoreAvailable = ReadStatus(task.MoreAvailable)
 	// NothingAvailable: nothing to read now; the task waits for the reader's
 	// Ready channel if it implements ReadyNotifier, else retries after a
 	// millisecond, and meanwhile sends partially filled buffers on.
-	NothingAvailable = task.NothingAvailable
+	NothingAvailable = ReadStatus(task.NothingAvailable)
 	// EndOfInput: the reader is exhausted.
-	EndOfInput = task.EndOfInput
+	EndOfInput = ReadStatus(task.EndOfInput)
 )
 
 // SourceReader reads the records of one subtask. Its methods are called from

@@ -92,10 +92,12 @@ func (s *sourceOp[T]) Open() error {
 }
 
 func (s *sourceOp[T]) Read() (task.ReadStatus, error) {
+	var out Collector[T] = s.out
 	if s.ctx.CountRecords {
-		return s.reader.ReadBatch(&s.count)
+		out = &s.count
 	}
-	return s.reader.ReadBatch(s.out)
+	st, err := s.reader.ReadBatch(out)
+	return task.ReadStatus(st), err
 }
 
 func (s *sourceOp[T]) Ready() <-chan struct{} {

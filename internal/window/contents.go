@@ -56,6 +56,12 @@ func NewProcess[K, IN any](rt *keyed.Runtime, c codec.Codec[IN], fire func(key K
 	return &processContents[K, IN]{l: l, fire: fire}, nil
 }
 
+var (
+	_ Contents[int, int] = (*reduceContents[int, int, int])(nil)
+	_ Contents[int, int] = (*aggregateContents[int, int, int, int, int])(nil)
+	_ Contents[int, int] = (*processContents[int, int])(nil)
+)
+
 type reduceContents[K, T, OUT any] struct {
 	v      state.Value[T]
 	reduce func(a, b T) T

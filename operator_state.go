@@ -39,7 +39,7 @@ func GetUnionListOperatorState[T any](ctx OperatorStateContext, d ListStateDescr
 }
 
 func getOperatorList[T any](ctx OperatorStateContext, d ListStateDescriptor[T], union bool) (*OperatorListState[T], error) {
-	if d.TTL.TTL > 0 {
+	if d.TTL.Enabled() {
 		return nil, fmt.Errorf("operator state %q: operator state has no TTL", d.Name)
 	}
 	c := d.Codec

@@ -65,6 +65,9 @@ type StateTTLConfig struct {
 	DisableBackgroundCleanup bool
 }
 
+// Enabled reports whether TTL is on.
+func (c StateTTLConfig) Enabled() bool { return c.TTL > 0 }
+
 func (c StateTTLConfig) keyed() keyed.TTL {
 	return keyed.TTL{TTL: c.TTL, UpdateType: uint8(c.UpdateType), Visibility: uint8(c.Visibility),
 		DisableBackgroundCleanup: c.DisableBackgroundCleanup}

@@ -2,13 +2,10 @@ package weir
 
 import (
 	"fmt"
-	"sync/atomic"
 	"time"
 
 	"github.com/weirstream/weir/config"
-	"github.com/weirstream/weir/internal/changelog"
-	"github.com/weirstream/weir/internal/checkpoint/metadata"
-	"github.com/weirstream/weir/internal/checkpoint/storage"
+	"github.com/weirstream/weir/internal/keyed"
 )
 
 // ChangelogOptions configure the changelog state backend (Flink's FLIP-158,
@@ -75,10 +72,12 @@ func (c *ChangelogOptions) validate() []error {
 	return errs
 }
 
-func (c *ChangelogOptions) writerConfig() changelog.Config {
-	return changelog.Config{PersistDelay: c.PersistDelay, PersistSizeThreshold: c.PersistSizeThreshold,
-		PreemptivePersistThreshold: c.PreemptivePersistThreshold, UploadTimeout: c.UploadTimeout,
-		MaxAttempts: c.MaxAttempts, MaxInFlight: c.MaxInFlight}
+// keyed is the keyed runtime's form of the options (defaults applied).
+func (c ChangelogOptions) keyed() keyed.ChangelogConfig {
+	return keyed.ChangelogConfig{Enabled: c.Enabled, MaterializeInterval: c.MaterializeInterval,
+		MaxMaterializationFailures: c.MaxMaterializationFailures, PersistDelay: c.PersistDelay,
+		PersistSizeThreshold: c.PersistSizeThreshold, PreemptivePersistThreshold: c.PreemptivePersistThreshold,
+		UploadTimeout: c.UploadTimeout, MaxAttempts: c.MaxAttempts, MaxInFlight: c.MaxInFlight}
 }
 
 func changelogFromConfig(c *config.Config) ChangelogOptions {
@@ -119,86 +118,4 @@ type ChangelogMetrics struct {
 	// the bytes uploaded, and the mean and largest upload latency.
 	Uploads, UploadFailures, UploadedBytes int64
 	UploadLatencyMean, UploadLatencyMax    time.Duration
-}
-
-// changelogMetrics collects ChangelogMetrics from the subtasks.
-type changelogMetrics struct {
-	started, completed, failed, lastDuration         atomic.Int64
-	uploads, uploadFailures, uploadBytes, latencySum atomic.Int64
-	latencyMax                                       atomic.Int64
-	// sizes are those of the latest completed checkpoint (set by the
-	// runner's completion hook).
-	sizes atomic.Pointer[changelogSizes]
-}
-
-// changelogSizes are a checkpoint's materialized and non-materialized
-// parts, full and new since the previous completed checkpoint.
-type changelogSizes struct {
-	fullMat, incMat, fullNonMat, incNonMat int64
-}
-
-// checkpointSizes measures cp's changelog parts against the files of the
-// previous completed checkpoint (prev, updated).
-func checkpointSizes(cp *metadata.Checkpoint, prev map[string]bool) (changelogSizes, map[string]bool) {
-	var s changelogSizes
-	seen := map[string]bool{}
-	for _, op := range cp.Operators {
-		for _, st := range op.Subtasks {
-			if st.Changelog == nil {
-				continue
-			}
-			var segs []storage.FileHandle
-			for _, g := range st.Changelog.AllSegments() {
-				segs = append(segs, g.File)
-			}
-			mat := st.SnapshotFiles()
-			for _, part := range []struct {
-				files     []storage.FileHandle
-				full, inc *int64
-			}{{mat, &s.fullMat, &s.incMat}, {segs, &s.fullNonMat, &s.incNonMat}} {
-				for _, h := range part.files {
-					*part.full += h.Size
-					if !prev[h.Path] {
-						*part.inc += h.Size
-					}
-					seen[h.Path] = true
-				}
-			}
-		}
-	}
-	return s, seen
-}
-
-func (m *changelogMetrics) snapshot() ChangelogMetrics {
-	if m == nil {
-		return ChangelogMetrics{}
-	}
-	out := ChangelogMetrics{
-		StartedMaterializations: m.started.Load(), CompletedMaterializations: m.completed.Load(),
-		FailedMaterializations: m.failed.Load(), LastMaterializationDuration: time.Duration(m.lastDuration.Load()),
-		Uploads: m.uploads.Load(), UploadFailures: m.uploadFailures.Load(), UploadedBytes: m.uploadBytes.Load(),
-		UploadLatencyMax: time.Duration(m.latencyMax.Load()),
-	}
-	if z := m.sizes.Load(); z != nil {
-		out.LastFullSizeMaterialized, out.LastIncSizeMaterialized = z.fullMat, z.incMat
-		out.LastFullSizeNonMaterialized, out.LastIncSizeNonMaterialized = z.fullNonMat, z.incNonMat
-	}
-	if out.Uploads > 0 {
-		out.UploadLatencyMean = time.Duration(m.latencySum.Load() / out.Uploads)
-	}
-	return out
-}
-
-// addWriter adds the difference between two snapshots of a writer's stats.
-func (m *changelogMetrics) addWriter(prev, cur changelog.Stats) {
-	m.uploads.Add(cur.Uploads - prev.Uploads)
-	m.uploadFailures.Add(cur.FailedAttempts - prev.FailedAttempts)
-	m.uploadBytes.Add(cur.BytesUploaded - prev.BytesUploaded)
-	m.latencySum.Add(int64(cur.LatencyTotal - prev.LatencyTotal))
-	for {
-		old := m.latencyMax.Load()
-		if int64(cur.LatencyMax) <= old || m.latencyMax.CompareAndSwap(old, int64(cur.LatencyMax)) {
-			break
-		}
-	}
 }

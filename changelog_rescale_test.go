@@ -148,8 +148,8 @@ func TestChangelogFailureWhileFirstMaterializationUploads(t *testing.T) {
 				cancel()
 			}
 		}
-		weir.SetTestHooks(&opts, h)
 		env := weir.NewEnvironment(opts)
+		weir.SetTestHooks(env, h)
 		counterJobWith(env, n, keys, sink.Files(out, func(s string) string { return s }), counterHooks{
 			fail: func(subtask int, _ int64) bool {
 				return fail != nil && failSubtask.Load() == int32(subtask) && fail.CompareAndSwap(true, false)

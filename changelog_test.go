@@ -337,8 +337,8 @@ func (e *clEnv) run(c clCfg) clResult {
 			cancel()
 		}
 	}
-	weir.SetTestHooks(&opts, hooks)
 	env := weir.NewEnvironment(opts)
+	weir.SetTestHooks(env, hooks)
 	out := sink.Files(e.out(), func(s string) string { return s })
 	if c.build != nil {
 		c.build(env, &c, out)

@@ -52,8 +52,8 @@ func failureEnv(t *testing.T, dir string, n int64, co weir.CheckpointOptions, ho
 	co.Interval = 10 * time.Millisecond
 	opts := weir.Options{Parallelism: 2, Logger: slog.New(slog.NewTextHandler(logs, nil)), Checkpoint: co,
 		Restart: weir.RestartOptions{Type: "none"}}
-	weir.SetTestHooks(&opts, hooks)
 	env := weir.NewEnvironment(opts)
+	weir.SetTestHooks(env, hooks)
 	var never atomic.Bool
 	never.Store(true)
 	counterJob(env, n, 97, sink.Files(filepath.Join(dir, "out"), func(s string) string { return s }), -1, &never)
@@ -184,7 +184,8 @@ func TestRestartDoesNotReuseCheckpointIDs(t *testing.T) {
 	opts := weir.Options{Parallelism: 2, Logger: quietLogger(t),
 		Checkpoint: weir.CheckpointOptions{Interval: 10 * time.Millisecond, Dir: filepath.Join(dir, "chk")},
 		Restart:    weir.RestartOptions{Type: "fixed-delay", FixedDelayAttempts: 3, FixedDelay: time.Millisecond}}
-	weir.SetTestHooks(&opts, weir.TestHooks{
+	env := weir.NewEnvironment(opts)
+	weir.SetTestHooks(env, weir.TestHooks{
 		Upload: func(_, _ int, id int64) error {
 			if id == 3 && failed.CompareAndSwap(false, true) {
 				return errors.New("injected upload failure")
@@ -197,7 +198,6 @@ func TestRestartDoesNotReuseCheckpointIDs(t *testing.T) {
 			mu.Unlock()
 		},
 	})
-	env := weir.NewEnvironment(opts)
 	var never atomic.Bool
 	never.Store(true)
 	counterJob(env, 60_000, 97, sink.Files(filepath.Join(dir, "out"), func(s string) string { return s }), -1, &never)

@@ -14,7 +14,7 @@ import (
 	"github.com/weirstream/weir/internal/checkpoint"
 	"github.com/weirstream/weir/internal/graph"
 	"github.com/weirstream/weir/internal/network"
-	"github.com/weirstream/weir/internal/state"
+	"github.com/weirstream/weir/internal/operator"
 	"github.com/weirstream/weir/internal/task"
 )
 
@@ -148,7 +148,7 @@ func (r *seqReader) Close() error { return nil }
 // At a checkpoint a source stores the state of its unfinished splits in its
 // operator state.
 func TestSourceSnapshotStoresSplits(t *testing.T) {
-	op := &sourceOp[int64]{opBase: opBase{opState: newOperatorState(func(err error) { t.Fatal(err) })}}
+	op := &sourceOp[int64]{opBase: opBase{opState: operator.NewState(nil, func(err error) { t.Fatal(err) })}}
 	op.reader = &checkpointedStub{}
 	snap, err := op.SnapshotState(1, checkpoint.Options{})
 	if err != nil {
@@ -157,7 +157,7 @@ func TestSourceSnapshotStoresSplits(t *testing.T) {
 	if len(snap.Lists) != 1 || snap.Lists[0].Name != sourceSplitsState || len(snap.Lists[0].Elements) != 2 || string(snap.Lists[0].Elements[1]) != "b" {
 		t.Fatalf("snapshot lists %+v", snap.Lists)
 	}
-	l, err := op.opState.store.List(sourceSplitsState, state.SplitDistribute)
+	l, err := op.opState.List(sourceSplitsState, false)
 	if err != nil || len(l.Elements) != 2 || string(l.Elements[1]) != "b" {
 		t.Fatalf("stored %v, %v", l, err)
 	}

@@ -8,7 +8,8 @@ import (
 
 	"github.com/weirstream/weir/internal/checkpoint/coordinator"
 	"github.com/weirstream/weir/internal/checkpoint/metadata"
-	"github.com/weirstream/weir/internal/checkpoint/storage"
+	"github.com/weirstream/weir/internal/clock"
+	"github.com/weirstream/weir/internal/keyed"
 	"github.com/weirstream/weir/internal/restart"
 	"github.com/weirstream/weir/internal/runner"
 	"github.com/weirstream/weir/internal/task"
@@ -68,7 +69,7 @@ const (
 
 // RestoreLatest as CheckpointOptions.RestorePath resumes from the newest
 // complete checkpoint of the job.
-const RestoreLatest = "latest"
+const RestoreLatest = runner.RestoreLatest
 
 func (c *CheckpointOptions) ensureDefaults() {
 	if c.Dir == "" {
@@ -187,14 +188,15 @@ func (r RestartOptions) config(checkpointing bool) restart.Config {
 	return c
 }
 
-// testHooks inject failures and observe checkpoints in tests.
+// testHooks inject failures, observe checkpoints and drive the clock in
+// tests; export_test.go installs them in an Environment.
 type testHooks struct {
-	task    task.FaultHooks
-	runner  runner.Hooks
-	storage *storage.Storage // replaces the storage Dir names
+	task   task.FaultHooks
+	runner runner.Hooks // its Storage replaces the storage Dir names
 	// materialize runs at the end of a changelog materialization's upload;
 	// an error fails it.
 	materialize func(uid string, subtask int, id int64) error
+	clock       clock.Clock // nil: the system clock
 }
 
 // JobStatus is a running job's progress (Options.OnStatus).
@@ -215,12 +217,13 @@ type JobStatus struct {
 	Changelog ChangelogMetrics
 }
 
-func statusFunc(f func(JobStatus), m *changelogMetrics) func(runner.Status) {
+func statusFunc(f func(JobStatus), m *keyed.Metrics) func(runner.Status) {
 	if f == nil {
 		return nil
 	}
 	return func(s runner.Status) {
-		js := JobStatus{RecordsIn: s.RecordsIn, RecordsOut: s.RecordsOut, Restarts: s.Restarts, Changelog: m.snapshot()}
+		js := JobStatus{RecordsIn: s.RecordsIn, RecordsOut: s.RecordsOut, Restarts: s.Restarts,
+			Changelog: ChangelogMetrics(m.Figures())}
 		if s.Last != nil {
 			js.LastCheckpoint, js.LastCheckpointBytes = s.Last.ID, s.Last.Bytes
 			js.LastCheckpointTime = time.UnixMilli(s.Last.CompletionTime)
@@ -246,18 +249,15 @@ type CompletedCheckpoint struct {
 	Changelog ChangelogMetrics
 }
 
-func completedFunc(f func(CompletedCheckpoint), m *changelogMetrics) func(coordinator.Completed, *metadata.Checkpoint) {
-	var prev map[string]bool
+func completedFunc(f func(CompletedCheckpoint), m *keyed.Metrics) func(coordinator.Completed, *metadata.Checkpoint) {
 	return func(a coordinator.Completed, cp *metadata.Checkpoint) {
-		sizes, seen := checkpointSizes(cp, prev)
-		prev = seen
-		m.sizes.Store(&sizes)
+		m.CheckpointCompleted(cp)
 		if f == nil {
 			return
 		}
 		f(CompletedCheckpoint{ID: a.ID, Duration: a.Duration, CheckpointedBytes: cp.Bytes, FullBytes: cp.FullBytes,
 			MaxSync: a.Stats.MaxSync.D, MaxAsync: a.Stats.MaxAsync.D, MaxStartDelay: a.Stats.MaxStartDelay.D,
-			MaxAlignment: a.Stats.MaxAlignment.D, Changelog: m.snapshot()})
+			MaxAlignment: a.Stats.MaxAlignment.D, Changelog: ChangelogMetrics(m.Figures())})
 	}
 }
 

@@ -3,6 +3,7 @@ package weir
 import (
 	"log/slog"
 
+	"github.com/weirstream/weir/internal/operator"
 	"github.com/weirstream/weir/internal/task"
 )
 
@@ -27,24 +28,25 @@ type SourceContext struct {
 	// fresh start, when the source decides the subtask's splits itself.
 	RestoredSplits [][]byte
 
-	state *operatorState
+	state *operator.State
 }
 
-func (c SourceContext) operatorState() *operatorState { return c.state }
+func (c SourceContext) operatorState() *operator.State { return c.state }
 
 // ReadStatus is what a source reader reports after a batch.
-type ReadStatus = task.ReadStatus
+type ReadStatus int
 
-// Read statuses.
+// Read statuses. (Each has the value of the task's status of the same name,
+// so that the source operator converts without a lookup.)
 const (
 	// MoreAvailable: call ReadBatch again.
-	MoreAvailable = task.MoreAvailable
+	MoreAvailable = ReadStatus(task.MoreAvailable)
 	// NothingAvailable: nothing to read now; the task waits for the reader's
 	// Ready channel if it implements ReadyNotifier, else retries after a
 	// millisecond, and meanwhile sends partially filled buffers on.
-	NothingAvailable = task.NothingAvailable
+	NothingAvailable = ReadStatus(task.NothingAvailable)
 	// EndOfInput: the reader is exhausted.
-	EndOfInput = task.EndOfInput
+	EndOfInput = ReadStatus(task.EndOfInput)
 )
 
 // SourceReader reads the records of one subtask. Its methods are called from
@@ -93,10 +95,10 @@ type SinkContext struct {
 	// left behind.
 	RunID string
 
-	state *operatorState
+	state *operator.State
 }
 
-func (c SinkContext) operatorState() *operatorState { return c.state }
+func (c SinkContext) operatorState() *operator.State { return c.state }
 
 // SinkWriter writes the records of one subtask. Its methods are called from
 // the subtask's goroutine only.

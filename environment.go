@@ -4,15 +4,14 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strings"
 	"sync"
 
 	"github.com/weirstream/weir/internal/checkpoint"
 	"github.com/weirstream/weir/internal/checkpoint/barrier"
 	"github.com/weirstream/weir/internal/checkpoint/coordinator"
-	"github.com/weirstream/weir/internal/checkpoint/metadata"
-	"github.com/weirstream/weir/internal/checkpoint/storage"
+	"github.com/weirstream/weir/internal/clock"
 	"github.com/weirstream/weir/internal/graph"
+	"github.com/weirstream/weir/internal/keyed"
 	"github.com/weirstream/weir/internal/restart"
 	"github.com/weirstream/weir/internal/runner"
 	"github.com/weirstream/weir/internal/task"
@@ -27,13 +26,19 @@ type Environment struct {
 	opts   Options
 	graph  graph.Graph
 	errs   []error // problems found while the graph was declared
+	// keyedConfig is what the keyed operators' runtimes get: derived from
+	// opts, with the current run's metrics sink (set by execute).
+	keyedConfig keyed.Config
+	// hooks inject failures and a clock in tests (export_test.go).
+	hooks testHooks
 }
 
 // NewEnvironment returns an environment with opts; problems with opts are
 // reported by Execute.
 func NewEnvironment(opts Options) *Environment {
 	opts.EnsureDefaults()
-	return &Environment{opts: opts, manual: make(chan runner.ManualRequest)}
+	return &Environment{opts: opts, manual: make(chan runner.ManualRequest),
+		keyedConfig: keyed.Config{Backend: opts.StateBackend, Changelog: opts.Changelog.keyed()}}
 }
 
 // Options returns the environment's options with defaults filled in.
@@ -145,7 +150,14 @@ func (e *Environment) Execute(ctx context.Context, name string) error {
 // checkpoint that is missing, truncated, corrupt, one of whose data files
 // is missing or differs from its recorded size or checksum (the error
 // names it), or that does not fit the job. Nothing has started then.
-var ErrNoCheckpoint = errors.New("cannot restore")
+var ErrNoCheckpoint = runner.ErrNoCheckpoint
+
+// ErrStateMismatch is wrapped by Execute's error when the state of the
+// checkpoint it restores does not fit the job (an operator uid the job
+// lacks, another max parallelism, native pebble files restored on the
+// hashmap backend): every restore would fail the same way, so the job
+// fails without restarting.
+var ErrStateMismatch = task.ErrStateMismatch
 
 // ErrNotRunning is returned by TriggerCheckpoint when Execute is not
 // running.
@@ -200,8 +212,9 @@ func (e *Environment) execute(ctx context.Context, name string) (runner.Result, 
 	}
 	co := e.opts.Checkpoint
 	enabled := co.Interval > 0
-	metrics := &changelogMetrics{}
-	e.opts.changelogMetrics = metrics
+	metrics := &keyed.Metrics{}
+	e.keyedConfig.Metrics = metrics
+	e.keyedConfig.MaterializeHook = e.hooks.materialize
 	if e.opts.Changelog.Enabled && !enabled {
 		e.opts.Logger.Warn("state.changelog.enabled has no effect without checkpoints: set execution.checkpointing.interval", "job", name)
 	}
@@ -210,141 +223,37 @@ func (e *Environment) execute(ctx context.Context, name string) (runner.Result, 
 		Retention: runner.Retention(co.Retention),
 		Checkpoint: coordinator.Config{Interval: co.Interval, MinPause: co.MinPause, MaxConcurrent: co.MaxConcurrent,
 			Timeout: co.Timeout, TolerableFailures: co.TolerableFailures, NumRetained: co.NumRetained},
-		Clock: e.opts.clock, Logger: e.opts.Logger.With("job", name), Hooks: e.opts.hooks.runner,
+		Clock: e.clock(), Logger: e.opts.Logger.With("job", name), Hooks: e.hooks.runner,
 		Status: statusFunc(e.opts.OnStatus, metrics), StatusInterval: e.opts.StatusInterval,
 		Manual: e.manual, OnCompleted: completedFunc(e.opts.OnCheckpointComplete, metrics),
 	}
-	var lock *storage.JobLock
-	if enabled || co.RestorePath != "" {
-		jobDir, err := storage.SanitizeJob(name)
-		if err != nil {
-			return runner.Result{}, fmt.Errorf("job name %q: %w", name, err)
-		}
-		store := e.opts.hooks.storage
-		if store == nil {
-			if store, err = storage.Open(ctx, co.Dir); err != nil {
-				return runner.Result{}, fmt.Errorf("checkpoint storage %q: %w", co.Dir, err)
-			}
-			defer store.Close()
-		}
-		if enabled {
-			// One run per job directory: taken before anything in it is
-			// read or changed, held across restarts, released at the end.
-			// A run that loses it is cancelled; its storage refuses writes.
-			var cancel context.CancelCauseFunc
-			ctx, cancel = context.WithCancelCause(ctx)
-			defer cancel(nil)
-			jl := e.opts.JobLock
-			lock, err = store.LockJob(ctx, jobDir, storage.LockOptions{
-				Force: jl.Force, LeaseDuration: jl.LeaseDuration, RenewInterval: jl.RenewInterval,
-				Dir: co.Dir, Logger: cfg.Logger, OnLost: func(err error) { cancel(err) },
-			})
-			if err != nil {
-				return runner.Result{}, err
-			}
-			defer func() {
-				if err := lock.Release(context.WithoutCancel(ctx)); err != nil {
-					cfg.Logger.Warn("could not release the lock of the checkpoint directory", "dir", lock.Dir(), "err", err)
-				}
-			}()
-			store = lock.Storage()
-			cfg.Storage, cfg.JobDir = store, jobDir
-		}
-		if co.RestorePath != "" {
-			closeFrom, err := e.resolveRestore(ctx, &cfg, store, jobDir)
-			if err != nil {
-				return runner.Result{}, err
-			}
-			defer closeFrom()
-		}
+	// One run per job directory: a run that loses the lock is cancelled.
+	ctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	jl := e.opts.JobLock
+	st, err := runner.OpenStorage(ctx, &cfg, runner.StorageOptions{Dir: co.Dir, RestorePath: co.RestorePath,
+		Force: jl.Force, LeaseDuration: jl.LeaseDuration, RenewInterval: jl.RenewInterval,
+		OnLost: func(err error) { cancel(err) }})
+	if err != nil {
+		return runner.Result{}, err
 	}
+	defer st.Close()
 	if cfg.Restart, err = restart.New(e.opts.Restart.config(enabled), nil); err != nil {
 		return runner.Result{}, err
 	}
 	res, err := runner.Run(ctx, cfg)
-	if lock != nil {
-		if lerr := lock.Err(); lerr != nil && err != nil {
-			return res, fmt.Errorf("job %q stopped: %w", name, lerr)
-		}
+	if lerr := st.LockErr(); lerr != nil && err != nil {
+		return res, fmt.Errorf("job %q stopped: %w", name, lerr)
 	}
 	return res, err
 }
 
-// resolveRestore reads the checkpoint RestorePath names into cfg.From,
-// after verifying every data file it references (VerifyFiles: present,
-// of the recorded size and checksum): "latest" falls back past damaged
-// checkpoints with a warning, a named checkpoint must be intact.
-func (e *Environment) resolveRestore(ctx context.Context, cfg *runner.Config, store *storage.Storage, jobDir string) (func(), error) {
-	co := e.opts.Checkpoint
-	var (
-		meta      *metadata.Checkpoint
-		from      = store
-		fromJob   = jobDir
-		closeFrom = func() {}
-	)
-	if co.RestorePath == RestoreLatest {
-		_, err := store.LatestVerified(ctx, jobDir, cfg.Logger, func(payload []byte) ([]storage.FileHandle, error) {
-			m, err := metadata.Decode(payload)
-			if err != nil {
-				return nil, err
-			}
-			meta = m // the last call is for the checkpoint returned
-			return m.Files(), nil
-		})
-		var none *storage.NoCheckpointError
-		switch {
-		case errors.As(err, &none) && len(none.Skipped) > 0:
-			return nil, fmt.Errorf("%w: job %q has no checkpoint under %s that can be restored: %s", ErrNoCheckpoint, cfg.JobName, co.Dir, joinErrors(none.Skipped))
-		case errors.Is(err, storage.ErrNotFound):
-			return nil, fmt.Errorf("%w: job %q has no complete checkpoint under %s", ErrNoCheckpoint, cfg.JobName, co.Dir)
-		case errors.Is(err, metadata.ErrInvalid):
-			return nil, fmt.Errorf("%w: %w", ErrNoCheckpoint, err)
-		case err != nil:
-			return nil, fmt.Errorf("find the latest checkpoint of job %q under %s: %w", cfg.JobName, co.Dir, err)
-		}
-	} else {
-		s, cp, err := storage.ResolvePath(ctx, co.RestorePath)
-		if err != nil {
-			return nil, fmt.Errorf("%w: %w", ErrNoCheckpoint, err)
-		}
-		if meta, err = metadata.Decode(cp.Payload); err != nil {
-			s.Close()
-			return nil, fmt.Errorf("%w from checkpoint %s: %w", ErrNoCheckpoint, co.RestorePath, err)
-		}
-		if err := s.VerifyFiles(ctx, cp.Job, meta.Files()); err != nil {
-			s.Close()
-			return nil, fmt.Errorf("%w: checkpoint %s: %w", ErrNoCheckpoint, co.RestorePath, err)
-		}
-		fromJob = cp.Job
-		if cp.Job == jobDir && sameStorage(s, store, co.Dir) {
-			s.Close() // one of this job's own checkpoints
-		} else {
-			from = s
-			closeFrom = func() { s.Close() }
-		}
+// clock is the job's clock: the system's unless a test set one.
+func (e *Environment) clock() clock.Clock {
+	if e.hooks.clock != nil {
+		return e.hooks.clock
 	}
-	cfg.From, cfg.FromStorage, cfg.FromJob = meta, from, fromJob
-	return closeFrom, nil
-}
-
-// sameStorage reports whether s, opened for a restore path, is the storage
-// the job checkpoints to (store, opened at dir): the same root however
-// either is written, a relative or absolute path or a file:// URL. A store
-// without a location (a test's, made by OpenBucket) stands for dir.
-func sameStorage(s, store *storage.Storage, dir string) bool {
-	if s.Same(store) {
-		return true
-	}
-	return store.Location() == "" && s.Location() != "" && s.Location() == storage.LocationOf(dir)
-}
-
-// joinErrors joins errs into one line.
-func joinErrors(errs []error) string {
-	msgs := make([]string, len(errs))
-	for i, err := range errs {
-		msgs[i] = err.Error()
-	}
-	return strings.Join(msgs, "; ")
+	return clock.Real()
 }
 
 func (e *Environment) taskOptions(name string) task.Options {
@@ -359,12 +268,12 @@ func (e *Environment) taskOptions(name string) task.Options {
 		FloatingBuffersPerGate: e.opts.FloatingBuffersPerGate,
 		BufferTimeout:          e.opts.BufferTimeout,
 		Logger:                 e.opts.Logger.With("job", name),
-		Clock:                  e.opts.clock,
+		Clock:                  e.clock(),
 		AutoWatermarkInterval:  e.opts.AutoWatermarkInterval,
 		StateDir:               e.opts.StateDir,
 		CheckpointMode:         mode,
 		Incremental:            e.opts.Checkpoint.Incremental,
-		Hooks:                  e.opts.hooks.task,
+		Hooks:                  e.hooks.task,
 	}
 }
 

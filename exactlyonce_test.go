@@ -185,7 +185,10 @@ func TestExactlyOnceUnderInjectedFailures(t *testing.T) {
 				var syncFailed, uploadFailed, metaFailed, userFailed atomic.Bool
 				syncAt, uploadAt, metaAt := 1+rng.Int64N(4), 1+rng.Int64N(4), 1+rng.Int64N(4)
 				syncTask := rng.IntN(p)
-				weir.SetTestHooks(&opts, weir.TestHooks{
+				out := &failingCommits{TwoPhaseCommitSink: sink.Files(filepath.Join(dir, "out"), func(s string) string { return s })}
+				out.failAt.Store(2 + rng.Int64N(4))
+				env := weir.NewEnvironment(opts)
+				weir.SetTestHooks(env, weir.TestHooks{
 					Sync: func(vertex, subtask int, id int64) error {
 						if id >= syncAt && subtask == syncTask && syncFailed.CompareAndSwap(false, true) {
 							return errors.New("injected failure in the synchronous phase")
@@ -205,9 +208,6 @@ func TestExactlyOnceUnderInjectedFailures(t *testing.T) {
 						return nil
 					},
 				})
-				out := &failingCommits{TwoPhaseCommitSink: sink.Files(filepath.Join(dir, "out"), func(s string) string { return s })}
-				out.failAt.Store(2 + rng.Int64N(4))
-				env := weir.NewEnvironment(opts)
 				counterJob(env, n, keys, out, rng.Int64N(n), &userFailed)
 				ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 				defer cancel()

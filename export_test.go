@@ -29,15 +29,14 @@ type TestHooks struct {
 	Materialize func(uid string, subtask int, id int64) error
 }
 
-// SetTestHooks installs h in o.
-func SetTestHooks(o *Options, h TestHooks) {
-	o.hooks = testHooks{
+// SetTestHooks installs h in env; call it before Execute.
+func SetTestHooks(env *Environment, h TestHooks) {
+	env.hooks = testHooks{
 		task:        task.FaultHooks{Sync: h.Sync, Upload: h.Upload},
-		runner:      runner.Hooks{BeforeMetadata: h.BeforeMetadata, Completed: h.Completed},
-		storage:     h.Storage,
+		runner:      runner.Hooks{BeforeMetadata: h.BeforeMetadata, Completed: h.Completed, Storage: h.Storage},
 		materialize: h.Materialize,
+		clock:       h.Clock,
 	}
-	o.clock = h.Clock
 }
 
 // ExecuteResult runs the job like Execute and also reports what the runner

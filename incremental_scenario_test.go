@@ -15,6 +15,7 @@ import (
 	"github.com/weirstream/weir/internal/checkpoint"
 	"github.com/weirstream/weir/internal/checkpoint/metadata"
 	"github.com/weirstream/weir/internal/checkpoint/storage"
+	"github.com/weirstream/weir/internal/checkpoint/upload"
 	"github.com/weirstream/weir/internal/graph"
 	"github.com/weirstream/weir/internal/network"
 	"github.com/weirstream/weir/internal/state"
@@ -28,7 +29,7 @@ type scriptedNative struct {
 	opBase
 	dir     string
 	files   map[int64][]string
-	uploads *uploadTracker
+	uploads *upload.Tracker
 }
 
 func (o *scriptedNative) Collect(int64) {}
@@ -46,11 +47,11 @@ func (o *scriptedNative) SnapshotState(id int64, _ checkpoint.Options) (task.Ope
 		}
 		ns.Files = append(ns.Files, state.NativeFile{Name: name, Size: int64(len(content)), Shared: true})
 	}
-	return task.OperatorSnapshot{Native: &task.NativeUpload{Snap: ns, Reuse: o.uploads.reusable(ns.Files), Uploaded: o.uploads.uploaded}}, nil
+	return task.OperatorSnapshot{Native: &task.NativeUpload{Snap: ns, Reuse: o.uploads.Reusable(ns.Files), Uploaded: o.uploads.Uploaded}}, nil
 }
 
-func (o *scriptedNative) NotifyCheckpointComplete(id int64) error { o.uploads.confirm(id); return nil }
-func (o *scriptedNative) NotifyCheckpointAborted(id int64) error  { o.uploads.abort(id); return nil }
+func (o *scriptedNative) NotifyCheckpointComplete(id int64) error { o.uploads.Confirm(id); return nil }
+func (o *scriptedNative) NotifyCheckpointAborted(id int64) error  { o.uploads.Abort(id); return nil }
 
 // neverSource never emits and never ends.
 type neverSource struct{}
@@ -96,14 +97,13 @@ func TestIncrementalCheckpointScenario(t *testing.T) {
 		Checkpoint: CheckpointOptions{Interval: time.Hour, Dir: filepath.Join(dir, "chk"), NumRetained: 2}})
 	src := FromSource(env, neverSource{})
 	connect(src, &graph.Node{Name: "scripted", UID: "scripted", Sink: true}, newNodeImpl(func(ctx *task.OpContext, _ network.Output[struct{}]) (task.Built, error) {
-		op := &scriptedNative{opBase: newOpBase(ctx), dir: filepath.Join(dir, "local"), files: script, uploads: newUploadTracker()}
+		op := &scriptedNative{opBase: newOpBase(ctx), dir: filepath.Join(dir, "local"), files: script, uploads: upload.NewTracker()}
 		return task.Built{Op: op, Input: network.Output[int64](op)}, nil
 	}))
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	var completed []*checkpointFiles
-	SetTestHooks(&env.opts, TestHooks{})
-	env.opts.hooks.runner.Completed = func(id int64, cp *metadataCheckpoint) {
+	env.hooks.runner.Completed = func(id int64, cp *metadataCheckpoint) {
 		completed = append(completed, filesOf(cp))
 	}
 	done := make(chan error, 1)

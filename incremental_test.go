@@ -91,7 +91,8 @@ func TestIncrementalNoOrphansNoDanglingReferences(t *testing.T) {
 		ctx, cancel := context.WithCancel(context.Background())
 		defer cancel()
 		completed := 0
-		weir.SetTestHooks(&opts, weir.TestHooks{
+		env := weir.NewEnvironment(opts)
+		weir.SetTestHooks(env, weir.TestHooks{
 			Upload: func(_, _ int, id int64) error {
 				rngMu.Lock()
 				defer rngMu.Unlock()
@@ -121,7 +122,6 @@ func TestIncrementalNoOrphansNoDanglingReferences(t *testing.T) {
 				}
 			},
 		})
-		env := weir.NewEnvironment(opts)
 		var failed atomic.Bool
 		counterJob(env, n, 500, sink.Files(filepath.Join(dir, "out"), func(s string) string { return s }), n/3, &failed)
 		_, err := env.ExecuteResult(ctx, "counter")

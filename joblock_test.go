@@ -38,8 +38,9 @@ func startCounter(t *testing.T, dir string, store *storage.Storage, out string, 
 		Checkpoint:           weir.CheckpointOptions{Interval: 10 * time.Millisecond, Dir: dir},
 		Restart:              weir.RestartOptions{Type: "none"},
 		OnCheckpointComplete: onComplete}
-	weir.SetTestHooks(&opts, hooks)
+	testHooks := (hooks)
 	env := weir.NewEnvironment(opts)
+	weir.SetTestHooks(env, testHooks)
 	counterJobWith(env, n, 97, sink.Files(out, func(s string) string { return s }), counterHooks{throttle: throttle})
 	r := &lockRun{env: env, out: out, done: make(chan error, 1)}
 	go func() { r.done <- env.Execute(context.Background(), "counter") }()

@@ -3,18 +3,16 @@ package weir
 import (
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"reflect"
-	"time"
 
 	"github.com/weirstream/weir/codec"
 	"github.com/weirstream/weir/internal/checkpoint"
-	"github.com/weirstream/weir/internal/checkpoint/storage"
 	"github.com/weirstream/weir/internal/graph"
+	"github.com/weirstream/weir/internal/keyed"
 	"github.com/weirstream/weir/internal/keygroup"
 	"github.com/weirstream/weir/internal/network"
-	"github.com/weirstream/weir/internal/state"
+	"github.com/weirstream/weir/internal/operator"
 	"github.com/weirstream/weir/internal/task"
 	"github.com/weirstream/weir/internal/timer"
 )
@@ -116,9 +114,8 @@ func KeyedProcess[K, IN, OUT any](ks *KeyedStream[K, IN], newFn func() KeyedProc
 			return task.Built{}, errors.New("KeyedProcess: the function factory returned nil")
 		}
 		op := &keyedProcessOp[K, IN, OUT]{opBase: newOpBase(ctx), fn: fn, ks: ks}
-		op.rt = newKeyedRuntime(ctx, env.opts)
-		op.kctx = &KeyedContext[K, OUT]{rt: op.rt, out: out, ops: op.opState}
-		op.rt.onTimer = op.onTimer
+		op.rt = keyed.New(ctx, env.keyedConfig, op.onTimer)
+		op.kctx = &KeyedContext[K, OUT]{rt: op.rt, op: ctx, out: out, ops: op.opState}
 		return task.Built{Op: op, Input: network.Output[IN](op)}, nil
 	}))
 }
@@ -127,12 +124,12 @@ type keyedProcessOp[K, IN, OUT any] struct {
 	opBase
 	fn   KeyedProcessFunction[K, IN, OUT]
 	ks   *KeyedStream[K, IN]
-	rt   *keyedRuntime
+	rt   *keyed.Runtime
 	kctx *KeyedContext[K, OUT]
 }
 
 func (p *keyedProcessOp[K, IN, OUT]) Open() error {
-	if err := p.rt.open(); err != nil {
+	if err := p.rt.Open(); err != nil {
 		return err
 	}
 	if o, ok := p.fn.(KeyedOpener[K, OUT]); ok {
@@ -144,7 +141,7 @@ func (p *keyedProcessOp[K, IN, OUT]) Open() error {
 func (p *keyedProcessOp[K, IN, OUT]) Collect(v IN) {
 	p.tr.Cur = p.id
 	k := p.ks.key(v)
-	p.rt.setKey(p.ks.keyCodec.Append(p.rt.keyBuf[:0], k))
+	p.rt.SetKey(p.ks.keyCodec.Append(p.rt.KeyBuf(), k))
 	p.kctx.key = k
 	if err := p.fn.ProcessElement(p.kctx, v); err != nil {
 		p.ctx.Fail(err)
@@ -168,7 +165,7 @@ func (p *keyedProcessOp[K, IN, OUT]) onTimer(t timer.Timer, eventTime bool) erro
 // SnapshotState adds the keyed state and timers to the operator state.
 func (p *keyedProcessOp[K, IN, OUT]) SnapshotState(id int64, opts checkpoint.Options) (task.OperatorSnapshot, error) {
 	s, _ := p.opBase.SnapshotState(id, opts)
-	return s, p.rt.snapshot(id, opts, &s)
+	return s, p.rt.Snapshot(id, opts, &s)
 }
 
 // NotifyCheckpointComplete implements task.CheckpointListener.
@@ -182,7 +179,7 @@ func (p *keyedProcessOp[K, IN, OUT]) NotifyCheckpointAborted(id int64) error {
 }
 
 func (p *keyedProcessOp[K, IN, OUT]) ProcessWatermark(wm int64) error {
-	return p.rt.advanceWatermark(wm)
+	return p.rt.AdvanceWatermark(wm)
 }
 
 func (p *keyedProcessOp[K, IN, OUT]) Close() error {
@@ -190,299 +187,20 @@ func (p *keyedProcessOp[K, IN, OUT]) Close() error {
 	if c, ok := p.fn.(Closer); ok {
 		err = c.Close()
 	}
-	return errors.Join(err, p.rt.close())
-}
-
-// keyedRuntime is what every keyed operator subtask has: a state backend
-// for its key groups, a timer service, and the current key.
-type keyedRuntime struct {
-	op       *task.OpContext
-	opts     Options
-	backend  state.Backend
-	timers   *timer.Service
-	keyBuf   []byte
-	hasKey   bool
-	ttl      bool
-	ptWakeup map[int64]bool // processing times with a scheduled task callback
-	onTimer  func(t timer.Timer, eventTime bool) error
-	uploads  *uploadTracker // incremental checkpoints
-	cl       *changelogRuntime
-}
-
-// stateCleanupInterval is how often keyed operators with TTL state run a
-// bounded background cleanup step.
-const (
-	stateCleanupInterval = 100 * time.Millisecond
-	stateCleanupBudget   = 1000
-)
-
-func newKeyedRuntime(op *task.OpContext, opts Options) *keyedRuntime {
-	return &keyedRuntime{op: op, opts: opts, timers: timer.NewService(), ptWakeup: map[int64]bool{}, uploads: newUploadTracker()}
-}
-
-func (rt *keyedRuntime) open() error {
-	so := state.Options{KeyGroupStart: rt.op.KeyGroupStart, KeyGroupEnd: rt.op.KeyGroupEnd,
-		MaxParallelism: rt.op.MaxParallelism, Clock: rt.op.Now, Dir: rt.op.StateDir}
-	r := rt.op.Restored
-	// The changelog wraps the backend when it is on, or to replay the
-	// records of a changelog checkpoint restored with it off.
-	var clock *state.ReplayClock
-	if (rt.opts.Changelog.Enabled && rt.op.Storage != nil) || (r != nil && len(r.Changelogs) > 0) {
-		clock = state.NewReplayClock(rt.op.Now)
-		so.Clock = clock.Now
-	}
-	if rt.opts.StateBackend == BackendPebble {
-		if err := rt.op.ClaimStateDir(); err != nil {
-			return err
-		}
-	}
-	if r != nil && len(r.Native) > 0 {
-		pb, err := rt.openNative(so, r)
-		if err != nil {
-			return fmt.Errorf("restore native keyed state: %w", err)
-		}
-		rt.backend = pb
-		if err := rt.restore(r); err != nil {
-			return fmt.Errorf("restore keyed state: %w", err)
-		}
-		return rt.wrapChangelog(clock)
-	}
-	switch rt.opts.StateBackend {
-	case "", BackendHashMap:
-		rt.backend = state.NewHeapBackend(so)
-	case BackendPebble:
-		b, err := state.NewPebbleBackend(so)
-		if err != nil {
-			return fmt.Errorf("open pebble state backend: %w", err)
-		}
-		rt.backend = b
-	default:
-		return fmt.Errorf("unknown state backend %q", rt.opts.StateBackend)
-	}
-	if r != nil {
-		if err := rt.restore(r); err != nil {
-			return fmt.Errorf("restore keyed state: %w", err)
-		}
-	}
-	return rt.wrapChangelog(clock)
-}
-
-func (rt *keyedRuntime) wrapChangelog(clock *state.ReplayClock) error {
-	if clock == nil {
-		return nil
-	}
-	if err := rt.openChangelog(rt.backend, clock, rt.op.Restored != nil); err != nil {
-		return fmt.Errorf("restore keyed state: %w", err)
-	}
-	return nil
-}
-
-// restore loads the restored keyed-state streams and timers of the
-// subtask's key groups, and arms a wake-up for every restored
-// processing-time timer.
-func (rt *keyedRuntime) restore(r *task.RestoredState) error {
-	for _, h := range r.Keyed {
-		if err := rt.restoreFile(r, h, func(rd io.Reader) error { return state.Restore(rt.backend, rd) }); err != nil {
-			return err
-		}
-	}
-	for _, h := range r.Timers {
-		err := rt.restoreFile(r, h, func(rd io.Reader) error {
-			data, err := io.ReadAll(rd)
-			if err != nil {
-				return err
-			}
-			return rt.timers.RestoreSnapshot(data, rt.op.KeyGroupStart, rt.op.KeyGroupEnd, func(eventTime bool, t timer.Timer) {
-				if !eventTime {
-					rt.armProcessingTime(t.Timestamp)
-				}
-			})
-		})
-		if err != nil {
-			return err
-		}
-	}
-	return nil
-}
-
-func (rt *keyedRuntime) restoreFile(r *task.RestoredState, h storage.FileHandle, read func(io.Reader) error) error {
-	f, err := r.Open(h)
-	if err != nil {
-		return fmt.Errorf("%s: %w", h.Path, err)
-	}
-	defer f.Close()
-	if err := read(f); err != nil {
-		return fmt.Errorf("%s: %w", h.Path, err)
-	}
-	return nil
-}
-
-// snapshot is the keyed part of the synchronous phase: freeze the backend
-// and encode the timers. The strategy follows opts.Format: the configured
-// one (changelog, native incremental or canonical), or the canonical stream
-// or native files when the trigger asks for them (a savepoint).
-func (rt *keyedRuntime) snapshot(id int64, opts checkpoint.Options, s *task.OperatorSnapshot) error {
-	// The trigger's newest completed checkpoint is complete whether or not
-	// its notification arrived yet: reuse builds on it from now on, which
-	// is what the shared-state registry counts on.
-	rt.uploads.confirm(opts.LastCompleted)
-	if rt.cl != nil && rt.cl.w != nil && opts.Format == checkpoint.FormatConfigured {
-		return rt.cl.snapshot(id, s)
-	}
-	s.Timers = rt.timers.AppendSnapshot(nil, rt.op.KeyGroupStart, rt.op.KeyGroupEnd)
-	inner := rt.backend
-	if rt.cl != nil {
-		inner = rt.cl.cb.Inner()
-		if err := rt.cl.snapshotPending(s); err != nil {
-			return err
-		}
-	}
-	native := opts.Format == checkpoint.FormatNative || (opts.Format == checkpoint.FormatConfigured && rt.op.Incremental)
-	if pb, ok := inner.(*state.PebbleBackend); ok && native {
-		return rt.nativeSnapshot(pb, id, s)
-	}
-	ks, err := state.TakeSnapshot(inner)
-	if err != nil {
-		return err
-	}
-	s.Keyed = ks
-	return nil
-}
-
-// NotifyCheckpointComplete makes the checkpoint's uploads reusable.
-func (rt *keyedRuntime) NotifyCheckpointComplete(id int64) error {
-	rt.uploads.confirm(id)
-	if rt.cl != nil {
-		rt.cl.notify(id, true)
-	}
-	return nil
-}
-
-// NotifyCheckpointAborted forgets the checkpoint's uploads.
-func (rt *keyedRuntime) NotifyCheckpointAborted(id int64) error {
-	rt.uploads.abort(id)
-	if rt.cl != nil {
-		rt.cl.notify(id, false)
-	}
-	return nil
-}
-
-func (rt *keyedRuntime) close() error {
-	err := rt.cl.close()
-	if rt.backend == nil {
-		return err
-	}
-	return errors.Join(err, rt.backend.Close())
-}
-
-// setKey makes key (encoded) the current key; key must be rt.keyBuf's
-// array, which stays untouched until the next setKey.
-func (rt *keyedRuntime) setKey(key []byte) {
-	rt.keyBuf = key
-	rt.backend.SetCurrentKey(key, keygroup.Of(key, rt.op.MaxParallelism))
-	rt.hasKey = true
-}
-
-// check fails the subtask if a state access returned an error.
-func (rt *keyedRuntime) check(name string, err error) {
-	if err != nil {
-		rt.op.Fail(fmt.Errorf("state %q: %w", name, err))
-	}
-}
-
-func (rt *keyedRuntime) checkKey(name string) {
-	if !rt.hasKey {
-		rt.op.Fail(fmt.Errorf("state %q used outside ProcessElement and OnTimer: there is no current key", name))
-	}
-}
-
-// stateRegistered notes a new state; with TTL it starts background cleanup.
-func (rt *keyedRuntime) stateRegistered(ttl state.TTLConfig) {
-	if !ttl.Enabled() || ttl.DisableBackgroundCleanup || rt.ttl {
-		return
-	}
-	rt.ttl = true
-	var step func() error
-	step = func() error {
-		if _, err := rt.backend.CleanupExpired(stateCleanupBudget); err != nil {
-			return fmt.Errorf("state TTL cleanup: %w", err)
-		}
-		rt.op.Schedule(rt.op.Now().Add(stateCleanupInterval), step)
-		return nil
-	}
-	rt.op.Schedule(rt.op.Now().Add(stateCleanupInterval), step)
-}
-
-func (rt *keyedRuntime) timerFor(ts int64, ns []byte) timer.Timer {
-	return timer.Timer{Timestamp: ts, Key: rt.keyBuf, KeyGroup: rt.backend.CurrentKeyGroup(), Namespace: ns}
-}
-
-func (rt *keyedRuntime) registerEventTime(t timer.Timer) {
-	rt.timers.RegisterEventTime(t)
-	rt.cl.logTimer(timerRegisterEvent, t)
-}
-
-func (rt *keyedRuntime) deleteEventTime(t timer.Timer) {
-	rt.timers.DeleteEventTime(t)
-	rt.cl.logTimer(timerDeleteEvent, t)
-}
-
-func (rt *keyedRuntime) deleteProcessingTime(t timer.Timer) {
-	rt.timers.DeleteProcessingTime(t)
-	rt.cl.logTimer(timerDeleteProc, t)
-}
-
-func (rt *keyedRuntime) registerProcessingTime(t timer.Timer) {
-	rt.timers.RegisterProcessingTime(t)
-	rt.cl.logTimer(timerRegisterProc, t)
-	rt.armProcessingTime(t.Timestamp)
-}
-
-// armProcessingTime makes the task fire due processing-time timers at ts.
-func (rt *keyedRuntime) armProcessingTime(ts int64) {
-	if rt.ptWakeup[ts] {
-		return
-	}
-	rt.ptWakeup[ts] = true
-	rt.op.Schedule(time.UnixMilli(ts), func() error {
-		delete(rt.ptWakeup, ts)
-		return rt.timers.AdvanceProcessingTime(rt.op.Now().UnixMilli(), func(t timer.Timer) error { return rt.fire(t, false) })
-	})
-}
-
-func (rt *keyedRuntime) advanceWatermark(wm int64) error {
-	return rt.timers.AdvanceWatermark(wm, func(t timer.Timer) error { return rt.fire(t, true) })
-}
-
-// fire runs one timer with its key current. What an event-time timer emits
-// carries the timer's time as its timestamp; what a processing-time timer
-// emits carries none (as in Flink: wall-clock time is not event time).
-func (rt *keyedRuntime) fire(t timer.Timer, eventTime bool) error {
-	if eventTime {
-		rt.cl.logTimer(timerDeleteEvent, t)
-	} else {
-		rt.cl.logTimer(timerDeleteProc, t)
-	}
-	rt.keyBuf = append(rt.keyBuf[:0], t.Key...)
-	rt.backend.SetCurrentKey(rt.keyBuf, t.KeyGroup)
-	rt.hasKey = true
-	rt.op.Tracker.Timestamp = task.NoTimestamp
-	if eventTime {
-		rt.op.Tracker.Timestamp = t.Timestamp
-	}
-	return rt.onTimer(t, eventTime)
+	return errors.Join(err, p.rt.Close())
 }
 
 // KeyedContext is what a keyed function sees of its subtask and its current
 // key. It is owned by the subtask's goroutine.
 type KeyedContext[K, OUT any] struct {
-	rt  *keyedRuntime
+	rt  *keyed.Runtime
+	op  *task.OpContext
 	out network.Output[OUT]
 	key K
-	ops *operatorState
+	ops *operator.State
 }
 
-func (c *KeyedContext[K, OUT]) operatorState() *operatorState { return c.ops }
+func (c *KeyedContext[K, OUT]) operatorState() *operator.State { return c.ops }
 
 // Emit sends v downstream, with the current record's (or timer's)
 // timestamp.
@@ -495,47 +213,47 @@ func (c *KeyedContext[K, OUT]) CurrentKey() K { return c.key }
 // the time of an event-time timer; none for a processing-time timer), and
 // false if there is none.
 func (c *KeyedContext[K, OUT]) Timestamp() (int64, bool) {
-	ts := c.rt.op.Tracker.Timestamp
+	ts := c.op.Tracker.Timestamp
 	return ts, ts != task.NoTimestamp
 }
 
 // CurrentWatermark is the operator's current event time (math.MinInt64
 // before the first watermark).
-func (c *KeyedContext[K, OUT]) CurrentWatermark() int64 { return c.rt.op.CurrentWatermark() }
+func (c *KeyedContext[K, OUT]) CurrentWatermark() int64 { return c.op.CurrentWatermark() }
 
 // CurrentProcessingTime is the processing time in Unix milliseconds.
-func (c *KeyedContext[K, OUT]) CurrentProcessingTime() int64 { return c.rt.op.Now().UnixMilli() }
+func (c *KeyedContext[K, OUT]) CurrentProcessingTime() int64 { return c.op.Now().UnixMilli() }
 
 // RegisterEventTimeTimer makes OnTimer run for the current key once the
 // watermark reaches ts. Registering the same time twice keeps one timer.
 func (c *KeyedContext[K, OUT]) RegisterEventTimeTimer(ts int64) {
-	c.rt.registerEventTime(c.rt.timerFor(ts, nil))
+	c.rt.RegisterEventTime(ts, nil)
 }
 
 // DeleteEventTimeTimer removes an event-time timer of the current key.
 func (c *KeyedContext[K, OUT]) DeleteEventTimeTimer(ts int64) {
-	c.rt.deleteEventTime(c.rt.timerFor(ts, nil))
+	c.rt.DeleteEventTime(ts, nil)
 }
 
 // RegisterProcessingTimeTimer makes OnTimer run for the current key once
 // processing time reaches ts (Unix ms).
 func (c *KeyedContext[K, OUT]) RegisterProcessingTimeTimer(ts int64) {
-	c.rt.registerProcessingTime(c.rt.timerFor(ts, nil))
+	c.rt.RegisterProcessingTime(ts, nil)
 }
 
 // DeleteProcessingTimeTimer removes a processing-time timer of the current
 // key.
 func (c *KeyedContext[K, OUT]) DeleteProcessingTimeTimer(ts int64) {
-	c.rt.deleteProcessingTime(c.rt.timerFor(ts, nil))
+	c.rt.DeleteProcessingTime(ts, nil)
 }
 
 // Subtask is the index of this parallel instance.
-func (c *KeyedContext[K, OUT]) Subtask() int { return c.rt.op.Subtask }
+func (c *KeyedContext[K, OUT]) Subtask() int { return c.op.Subtask }
 
 // Parallelism is the operator's number of subtasks.
-func (c *KeyedContext[K, OUT]) Parallelism() int { return c.rt.op.Parallelism }
+func (c *KeyedContext[K, OUT]) Parallelism() int { return c.op.Parallelism }
 
 // Logger returns a logger that names the job, operator and subtask.
-func (c *KeyedContext[K, OUT]) Logger() *slog.Logger { return c.rt.op.Logger }
+func (c *KeyedContext[K, OUT]) Logger() *slog.Logger { return c.op.Logger }
 
-func (c *KeyedContext[K, OUT]) keyed() *keyedRuntime { return c.rt }
+func (c *KeyedContext[K, OUT]) keyedRuntime() *keyed.Runtime { return c.rt }

@@ -9,7 +9,7 @@ import (
 	"github.com/weirstream/weir/internal/checkpoint"
 	"github.com/weirstream/weir/internal/graph"
 	"github.com/weirstream/weir/internal/network"
-	"github.com/weirstream/weir/internal/state"
+	"github.com/weirstream/weir/internal/operator"
 	"github.com/weirstream/weir/internal/task"
 )
 
@@ -19,30 +19,17 @@ type opBase struct {
 	ctx        *task.OpContext
 	tr         *task.Tracker
 	id, parent int
-	opState    *operatorState
+	opState    *operator.State
 }
 
 func newOpBase(ctx *task.OpContext) opBase {
-	os := newOperatorState(func(err error) { ctx.Fail(err) })
-	if r := ctx.Restored; r != nil {
-		for _, l := range r.Lists {
-			d := state.SplitDistribute
-			if l.Union {
-				d = state.UnionDistribute
-			}
-			// A fresh store has no lists yet: List cannot fail here.
-			ol, _ := os.store.List(l.Name, d)
-			ol.Elements = l.Elements
-		}
-	}
+	os := operator.NewState(ctx.Restored, func(err error) { ctx.Fail(err) })
 	return opBase{ctx: ctx, tr: ctx.Tracker, id: ctx.Index, parent: ctx.Parent, opState: os}
 }
 
-// SnapshotState copies the operator's list states (the synchronous phase;
-// elements are never changed in place, so copying the outer slices
-// suffices).
+// SnapshotState copies the operator's list states.
 func (b *opBase) SnapshotState(int64, checkpoint.Options) (task.OperatorSnapshot, error) {
-	return task.OperatorSnapshot{Lists: b.opState.snapshot()}, nil
+	return task.OperatorSnapshot{Lists: b.opState.Snapshot()}, nil
 }
 
 func (opBase) Open() error     { return nil }
@@ -106,10 +93,12 @@ func (s *sourceOp[T]) Open() error {
 }
 
 func (s *sourceOp[T]) Read() (task.ReadStatus, error) {
+	var out Collector[T] = s.out
 	if s.ctx.CountRecords {
-		return s.reader.ReadBatch(&s.count)
+		out = &s.count
 	}
-	return s.reader.ReadBatch(s.out)
+	st, err := s.reader.ReadBatch(out)
+	return task.ReadStatus(st), err
 }
 
 func (s *sourceOp[T]) Ready() <-chan struct{} {
@@ -132,7 +121,7 @@ func (s *sourceOp[T]) SnapshotState(id int64, opts checkpoint.Options) (task.Ope
 		if err != nil {
 			return task.OperatorSnapshot{}, fmt.Errorf("snapshot source splits: %w", err)
 		}
-		l, err := s.opState.store.List(sourceSplitsState, state.SplitDistribute)
+		l, err := s.opState.List(sourceSplitsState, false)
 		if err != nil {
 			return task.OperatorSnapshot{}, err
 		}
@@ -379,7 +368,7 @@ func (s *sinkOp[T]) Open() error {
 		s.syncer, _ = pre.(PreCommitSyncer)
 		// Register the list now: a restored one is replaced at the next
 		// snapshot by this subtask's own pending transactions.
-		if _, err := s.opState.store.List(sinkTxnState, state.UnionDistribute); err != nil {
+		if _, err := s.opState.List(sinkTxnState, true); err != nil {
 			return err
 		}
 	}
@@ -431,7 +420,7 @@ func (s *sinkOp[T]) SnapshotState(id int64, opts checkpoint.Options) (task.Opera
 			}
 			s.pending = append(s.pending, t)
 		}
-		l, err := s.opState.store.List(sinkTxnState, state.UnionDistribute)
+		l, err := s.opState.List(sinkTxnState, true)
 		if err != nil {
 			return task.OperatorSnapshot{}, err
 		}

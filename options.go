@@ -8,9 +8,8 @@ import (
 	"time"
 
 	"github.com/weirstream/weir/config"
-	"github.com/weirstream/weir/internal/checkpoint/storage"
-	"github.com/weirstream/weir/internal/clock"
 	"github.com/weirstream/weir/internal/keygroup"
+	"github.com/weirstream/weir/internal/runner"
 	"github.com/weirstream/weir/internal/task"
 )
 
@@ -77,13 +76,6 @@ type Options struct {
 	// OnCheckpointComplete, if set, is called for every completed
 	// checkpoint, from the job's coordinator goroutine: return quickly.
 	OnCheckpointComplete func(CompletedCheckpoint)
-
-	// clock drives processing time in tests; default the system clock.
-	clock clock.Clock
-	// hooks inject failures in tests.
-	hooks testHooks
-	// changelogMetrics collects the changelog backend's figures of a run.
-	changelogMetrics *changelogMetrics
 }
 
 // EnsureDefaults fills zero fields with their defaults.
@@ -115,19 +107,16 @@ func (o *Options) EnsureDefaults() {
 	if o.Logger == nil {
 		o.Logger = slog.Default()
 	}
-	if o.clock == nil {
-		o.clock = clock.Real()
-	}
 	o.Checkpoint.ensureDefaults()
 	o.Changelog.ensureDefaults()
 	if o.JobLock.RenewInterval == 0 {
-		o.JobLock.RenewInterval = storage.DefaultRenewInterval
+		o.JobLock.RenewInterval = runner.DefaultRenewInterval
 		if o.JobLock.LeaseDuration > 0 {
-			o.JobLock.RenewInterval = min(storage.DefaultRenewInterval, o.JobLock.LeaseDuration/3)
+			o.JobLock.RenewInterval = min(runner.DefaultRenewInterval, o.JobLock.LeaseDuration/3)
 		}
 	}
 	if o.JobLock.LeaseDuration == 0 {
-		o.JobLock.LeaseDuration = storage.DefaultLeaseDuration
+		o.JobLock.LeaseDuration = runner.DefaultLeaseDuration
 	}
 }
 
@@ -253,10 +242,10 @@ type JobLockOptions struct {
 // ErrJobLocked is wrapped by Execute's error when another run holds the
 // job's checkpoint directory; the message names it (pid, host, since when).
 // Nothing has started then.
-var ErrJobLocked = storage.ErrJobLocked
+var ErrJobLocked = runner.ErrJobLocked
 
 // ErrJobLockLost is wrapped by Execute's error when the job stopped because
 // it lost the lock of its checkpoint directory: another run took it over
 // with Force, or its lease ran out before it could be renewed. The job
 // wrote nothing to the directory after it noticed.
-var ErrJobLockLost = storage.ErrLockLost
+var ErrJobLockLost = runner.ErrJobLockLost

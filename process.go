@@ -6,6 +6,7 @@ import (
 
 	"github.com/weirstream/weir/internal/graph"
 	"github.com/weirstream/weir/internal/network"
+	"github.com/weirstream/weir/internal/operator"
 	"github.com/weirstream/weir/internal/task"
 )
 
@@ -46,10 +47,10 @@ type Closer interface {
 type Context[OUT any] struct {
 	op  *task.OpContext
 	out network.Output[OUT]
-	ops *operatorState
+	ops *operator.State
 }
 
-func (c *Context[OUT]) operatorState() *operatorState { return c.ops }
+func (c *Context[OUT]) operatorState() *operator.State { return c.ops }
 
 // Emit sends v downstream.
 func (c *Context[OUT]) Emit(v OUT) { c.out.Collect(v) }

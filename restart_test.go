@@ -41,8 +41,8 @@ func TestRestartStrategiesWithDrivenClock(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			clk := clock.NewManual(time.Unix(1_700_000_000, 0))
 			opts := weir.Options{Logger: quietLogger(t), Restart: c.opts}
-			weir.SetTestHooks(&opts, weir.TestHooks{Clock: clk})
 			env := weir.NewEnvironment(opts)
+			weir.SetTestHooks(env, weir.TestHooks{Clock: clk})
 			var attempts atomic.Int64
 			nums := weir.FromSource(env, source.Sequence(0, 999))
 			failing := weir.Map(nums, func(i int64) int64 {

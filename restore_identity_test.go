@@ -37,7 +37,7 @@ func verifyRun(t *testing.T, dir, chkDir, backend, restore string, stopAfter int
 		mu        sync.Mutex
 		completed []int64
 	)
-	weir.SetTestHooks(&opts, weir.TestHooks{Completed: func(id int64, cp *metadata.Checkpoint) {
+	testHooks := (weir.TestHooks{Completed: func(id int64, cp *metadata.Checkpoint) {
 		mu.Lock()
 		defer mu.Unlock()
 		for _, f := range onCompleted {
@@ -49,6 +49,7 @@ func verifyRun(t *testing.T, dir, chkDir, backend, restore string, stopAfter int
 		}
 	}})
 	env := weir.NewEnvironment(opts)
+	weir.SetTestHooks(env, testHooks)
 	var never atomic.Bool
 	never.Store(true)
 	counterJob(env, 150_000, 97, sink.Files(filepath.Join(dir, "out"), func(s string) string { return s }), -1, &never)

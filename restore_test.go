@@ -36,12 +36,12 @@ func restoreRun(t *testing.T, dir string, p int, backend, restore string, stopAf
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	var done atomic.Int64
-	weir.SetTestHooks(&opts, weir.TestHooks{Completed: func(int64, *metadata.Checkpoint) {
+	env := weir.NewEnvironment(opts)
+	weir.SetTestHooks(env, weir.TestHooks{Completed: func(int64, *metadata.Checkpoint) {
 		if stopAfter > 0 && done.Add(1) == int64(stopAfter) {
 			cancel()
 		}
 	}})
-	env := weir.NewEnvironment(opts)
 	var never atomic.Bool
 	never.Store(true)
 	counterJob(env, 150_000, 97, sink.Files(filepath.Join(dir, "out"), func(s string) string { return s }), -1, &never)
@@ -156,12 +156,12 @@ func TestWordCountResumesWithTimers(t *testing.T) {
 		ctx, cancel := context.WithCancel(context.Background())
 		defer cancel()
 		var done atomic.Int64
-		weir.SetTestHooks(&opts, weir.TestHooks{Completed: func(int64, *metadata.Checkpoint) {
+		env := weir.NewEnvironment(opts)
+		weir.SetTestHooks(env, weir.TestHooks{Completed: func(int64, *metadata.Checkpoint) {
 			if stopAfter > 0 && done.Add(1) == stopAfter {
 				cancel()
 			}
 		}})
-		env := weir.NewEnvironment(opts)
 		job := jobs.NewWordCount()
 		fs := pflag.NewFlagSet("wordcount", pflag.ContinueOnError)
 		job.RegisterFlags(fs)
@@ -293,10 +293,21 @@ func TestResumeFromIncrementalCheckpoint(t *testing.T) {
 		if _, err := restoreRun(t, dir, 2, weir.BackendPebble, "", 2, incremental); !errors.Is(err, context.Canceled) {
 			t.Fatalf("first run: %v", err)
 		}
-		noRestart := func(o *weir.Options) { o.Restart.Type = "none" }
-		_, err := restoreRun(t, dir, 2, weir.BackendHashMap, weir.RestoreLatest, 0, noRestart)
-		if err == nil || !strings.Contains(err.Error(), "state.backend.type=pebble") {
-			t.Fatalf("err = %v, want a refusal naming the pebble backend", err)
+		// With restarts allowed: a state that does not fit the job is not
+		// restored again and again.
+		opts := weir.Options{Parallelism: 2, StateBackend: weir.BackendHashMap, StateDir: filepath.Join(dir, "state"), Logger: quietLogger(t),
+			Checkpoint: weir.CheckpointOptions{Interval: 10 * time.Millisecond, Dir: filepath.Join(dir, "chk"), RestorePath: weir.RestoreLatest},
+			Restart:    weir.RestartOptions{Type: "fixed-delay", FixedDelayAttempts: 1000, FixedDelay: time.Millisecond}}
+		env := weir.NewEnvironment(opts)
+		var never atomic.Bool
+		never.Store(true)
+		counterJob(env, 150_000, 97, sink.Files(filepath.Join(dir, "out"), func(s string) string { return s }), -1, &never)
+		res, err := env.ExecuteResult(context.Background(), "counter")
+		if !errors.Is(err, weir.ErrStateMismatch) || !strings.Contains(err.Error(), "state.backend.type=pebble") {
+			t.Fatalf("err = %v, want ErrStateMismatch naming the pebble backend", err)
+		}
+		if res.Restarts != 0 {
+			t.Fatalf("%d restarts from a checkpoint whose state does not fit the job, want 0", res.Restarts)
 		}
 	})
 }

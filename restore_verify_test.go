@@ -349,7 +349,7 @@ func TestRestartFromDamagedCheckpointIsRestoreDataError(t *testing.T) {
 			// From checkpoint 3 on, every completed checkpoint gets a keyed
 			// state file damaged (so that whichever is the latest at the
 			// restart is damaged), and the count function fails once.
-			weir.SetTestHooks(&opts, weir.TestHooks{Completed: func(id int64, cp *metadata.Checkpoint) {
+			testHooks := (weir.TestHooks{Completed: func(id int64, cp *metadata.Checkpoint) {
 				if id < 3 {
 					return
 				}
@@ -366,6 +366,7 @@ func TestRestartFromDamagedCheckpointIsRestoreDataError(t *testing.T) {
 				fail.Store(true)
 			}})
 			env := weir.NewEnvironment(opts)
+			weir.SetTestHooks(env, testHooks)
 			counterJobWith(env, 150_000, 97, sink.Files(filepath.Join(dir, "out"), func(s string) string { return s }), counterHooks{
 				fail: func(int, int64) bool { return fail.Load() && failed.CompareAndSwap(false, true) },
 			})

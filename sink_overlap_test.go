@@ -121,7 +121,7 @@ func TestSinkCommitsOnlySyncedFilesWithOverlappingCheckpoints(t *testing.T) {
 	defer store.Close()
 	opts := weir.Options{Parallelism: 2, Logger: quietLogger(t),
 		Checkpoint: weir.CheckpointOptions{Interval: 10 * time.Millisecond, MaxConcurrent: 3, Dir: filepath.Join(dir, "chk")}}
-	weir.SetTestHooks(&opts, weir.TestHooks{
+	testHooks := (weir.TestHooks{
 		Storage: store,
 		Upload: func(_, _ int, id int64) error {
 			ch, ok := held[id]
@@ -150,6 +150,7 @@ func TestSinkCommitsOnlySyncedFilesWithOverlappingCheckpoints(t *testing.T) {
 	})
 	out := &syncCheckedFiles{TwoPhaseCommitSink: sink.Files(filepath.Join(dir, "out"), func(s string) string { return s })}
 	env := weir.NewEnvironment(opts)
+	weir.SetTestHooks(env, testHooks)
 	counterJobWith(env, n, keys, out, counterHooks{})
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()

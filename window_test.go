@@ -99,8 +99,9 @@ func (g *gathered[T]) strings() []string {
 func testEnv(t *testing.T, backend string, clk clock.Clock) *Environment {
 	opts := Options{Parallelism: 2, StateBackend: backend, StateDir: t.TempDir(),
 		AutoWatermarkInterval: time.Millisecond, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))}
-	opts.clock = clk
-	return NewEnvironment(opts)
+	env := NewEnvironment(opts)
+	env.hooks.clock = clk
+	return env
 }
 
 func forBackends(t *testing.T, f func(t *testing.T, backend string)) {

@@ -47,6 +47,15 @@
 // not the Writer's business: Truncate only forgets them, and the checkpoint
 // layer deletes files no retained checkpoint references.
 //
+// # Deleting
+//
+// A subtask's changelog files (its segments and its materializations'
+// files) are its own until a snapshot references them; from the
+// acknowledgement on only the job's shared-state registry deletes them.
+// The subtask's Ledger records which were referenced, and deletes the
+// others once no checkpoint will reference them (Retire) or when the
+// subtask ends (Close).
+//
 // # Reading
 //
 // Persist returns Segments (a FileHandle plus the inclusive sequence range

@@ -114,6 +114,8 @@ type Hooks struct {
 	// Completed runs after checkpoint id completed, before tasks are
 	// notified.
 	Completed func(id int64, cp *metadata.Checkpoint)
+	// Storage, if set, replaces the checkpoint storage OpenStorage opens.
+	Storage *storage.Storage
 }
 
 // ManualRequest asks for a checkpoint now. Reply receives its outcome

@@ -30,9 +30,20 @@ package state
 //	[ts]    int64 little endian, Unix ms, if op has 0x80
 //	payload by op: encoded values with the descriptor's codecs
 //
-// where bytes is a uvarint length and that many bytes. Op codes 0x40-0x7f
-// are not the state's: the keyed runtime logs timer changes with them
-// (IsStateRecord tells them apart).
+// where bytes is a uvarint length and that many bytes.
+//
+// Op codes 0x40-0x7f are not the state's (IsStateRecord tells them apart).
+// The keyed runtime logs its timer changes in the same log, in order with
+// the state changes, as timer records:
+//
+//	op      1 byte: TimerRegisterEvent, TimerRegisterProcessing,
+//	        TimerDeleteEvent or TimerDeleteProcessing (0x40-0x43)
+//	kg      uvarint: key group
+//	key     bytes: the key's encoding
+//	ns      bytes: the namespace (empty: none)
+//	ts      int64 little endian: the timer's time, Unix ms
+//
+// This file is the one definition of both record kinds.
 //
 // # Replay
 //
@@ -104,6 +115,74 @@ const (
 // such as a timer change).
 func IsStateRecord(rec []byte) bool {
 	return len(rec) > 0 && rec[0]&^opTS >= 0x01 && rec[0]&^opTS <= opLast
+}
+
+// TimerOp is the operation of a timer record.
+type TimerOp byte
+
+// Timer record operations.
+const (
+	TimerRegisterEvent TimerOp = TimerOp(FirstForeignOp) + iota
+	TimerRegisterProcessing
+	TimerDeleteEvent
+	TimerDeleteProcessing
+)
+
+// TimerRecord is a timer change in the log (see the file comment).
+type TimerRecord struct {
+	Op        TimerOp
+	KeyGroup  int
+	Key       []byte
+	Namespace []byte // nil: none
+	Timestamp int64
+}
+
+// AppendTimerRecord appends the encoding of r to dst.
+func AppendTimerRecord(dst []byte, r TimerRecord) []byte {
+	dst = append(dst, byte(r.Op))
+	dst = binary.AppendUvarint(dst, uint64(r.KeyGroup))
+	dst = binary.AppendUvarint(dst, uint64(len(r.Key)))
+	dst = append(dst, r.Key...)
+	dst = binary.AppendUvarint(dst, uint64(len(r.Namespace)))
+	dst = append(dst, r.Namespace...)
+	return binary.LittleEndian.AppendUint64(dst, uint64(r.Timestamp))
+}
+
+// ParseTimerRecord decodes a timer record. Key and Namespace are copies,
+// Namespace nil when empty.
+func ParseTimerRecord(rec []byte) (TimerRecord, error) {
+	bad := func(what string) (TimerRecord, error) {
+		return TimerRecord{}, fmt.Errorf("%w: timer record: %s", ErrCorruptChangelog, what)
+	}
+	if len(rec) == 0 || TimerOp(rec[0]) < TimerRegisterEvent || TimerOp(rec[0]) > TimerDeleteProcessing {
+		return bad("unknown operation")
+	}
+	r := TimerRecord{Op: TimerOp(rec[0])}
+	p := rec[1:]
+	kg, n := binary.Uvarint(p)
+	if n <= 0 {
+		return bad("key group")
+	}
+	r.KeyGroup, p = int(kg), p[n:]
+	field := func() ([]byte, bool) {
+		l, n := binary.Uvarint(p)
+		if n <= 0 || l > uint64(len(p)-n) {
+			return nil, false
+		}
+		f := append([]byte(nil), p[n:n+int(l)]...)
+		p = p[n+int(l):]
+		return f, true
+	}
+	key, ok1 := field()
+	ns, ok2 := field()
+	if !ok1 || !ok2 || len(p) != 8 {
+		return bad("layout")
+	}
+	if len(ns) == 0 {
+		ns = nil
+	}
+	r.Key, r.Namespace, r.Timestamp = key, ns, int64(binary.LittleEndian.Uint64(p))
+	return r, nil
 }
 
 // ErrCorruptChangelog is wrapped by the errors for records that cannot be

@@ -5,14 +5,13 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"os"
-	"path/filepath"
 	"time"
 
 	"github.com/weirstream/weir/internal/checkpoint"
 	"github.com/weirstream/weir/internal/checkpoint/barrier"
 	"github.com/weirstream/weir/internal/checkpoint/metadata"
 	"github.com/weirstream/weir/internal/checkpoint/storage"
+	"github.com/weirstream/weir/internal/checkpoint/upload"
 	"github.com/weirstream/weir/internal/network"
 	"github.com/weirstream/weir/internal/state"
 )
@@ -281,7 +280,7 @@ func (t *task) persist(snaps []OperatorSnapshot, a Ack) {
 			}
 		}
 		if s.Native != nil {
-			ns, uploaded, err := t.uploadNative(a.ID, c, base, s.Native)
+			ns, uploaded, err := t.uploadNative(a.ID, base, s.Native)
 			if err != nil {
 				t.decline(a, fmt.Errorf("operator %q: native state: %w", c.Name, err))
 				return
@@ -325,76 +324,26 @@ func (t *task) decline(a Ack, err error) {
 	t.ack(a)
 }
 
-// uploadNative uploads the files of a native snapshot: shared files the
-// upload can reuse are referenced, the others go to shared/ under a name
-// unique to this operator subtask, run and checkpoint; private files go to
-// chk-<id>.
-// It returns the state for the metadata and the bytes it uploaded. On
-// failure it deletes the shared files it uploaded (best effort: a later
-// run's sweep removes what it misses).
-func (t *task) uploadNative(id int64, c *OpContext, base string, nu *NativeUpload) (*metadata.NativeState, int64, error) {
+// uploadNative uploads the files of a native snapshot (upload.Native):
+// shared files the upload can reuse are referenced, the others go to
+// shared/ under a name unique to this operator subtask, run and checkpoint;
+// private files go to chk-<id>. It returns the state for the metadata and
+// the bytes it uploaded.
+func (t *task) uploadNative(id int64, base string, nu *NativeUpload) (*metadata.NativeState, int64, error) {
 	if t.store == nil {
 		return &metadata.NativeState{Registry: nu.Snap.Registry}, 0, nil
 	}
-	ns := &metadata.NativeState{Registry: nu.Snap.Registry}
-	created := map[string]storage.FileHandle{}
-	var uploaded int64
-	fail := func(err error) (*metadata.NativeState, int64, error) {
-		for _, h := range created {
-			_ = t.store.DeleteFile(context.WithoutCancel(t.ctx), t.storeJob, h.Path)
-		}
+	u := upload.Native{Store: t.store, Job: t.storeJob, Checkpoint: id,
+		SharedName:  func(name string) string { return fmt.Sprintf("%s-%s-%d-%s", base, t.runID, id, sanitize(name)) },
+		PrivateName: func(name string) string { return base + "-" + sanitize(name) }}
+	r, err := u.Upload(t.ctx, nu.Snap, nu.Reuse)
+	if err != nil {
 		return nil, 0, err
 	}
-	for _, f := range nu.Snap.Files {
-		if f.Shared {
-			if h, ok := nu.Reuse[f.Name]; ok && h.Size == f.Size {
-				ns.Files = append(ns.Files, metadata.NativeFile{Name: f.Name, Handle: h, Shared: true})
-				continue
-			}
-		}
-		// The shared name is unique to this upload (run and checkpoint):
-		// a file not confirmed yet may be uploaded again by the next
-		// checkpoint, and the two uploads must not be one object, or
-		// deleting the unused one would delete the other.
-		h, err := t.uploadLocal(id, filepath.Join(nu.Snap.Dir, f.Name), f.Shared,
-			fmt.Sprintf("%s-%s-%d-%s", base, t.runID, id, sanitize(f.Name)), base+"-"+sanitize(f.Name))
-		if err != nil {
-			return fail(fmt.Errorf("upload %s: %w", f.Name, err))
-		}
-		if f.Shared {
-			created[f.Name] = h
-		}
-		uploaded += h.Size
-		ns.Files = append(ns.Files, metadata.NativeFile{Name: f.Name, Handle: h, Shared: f.Shared, New: true})
-	}
 	if nu.Uploaded != nil {
-		nu.Uploaded(id, created)
+		nu.Uploaded(id, r.Created)
 	}
-	return ns, uploaded, nil
-}
-
-// uploadLocal copies a local file to shared/sharedName or to
-// chk-<id>/privateName.
-func (t *task) uploadLocal(id int64, path string, shared bool, sharedName, privateName string) (storage.FileHandle, error) {
-	f, err := os.Open(path)
-	if err != nil {
-		return storage.FileHandle{}, err
-	}
-	defer f.Close()
-	var fw storage.FileWriter
-	if shared {
-		fw, err = t.store.CreateSharedFile(t.ctx, t.storeJob, sharedName)
-	} else {
-		fw, err = t.store.CreateFile(t.ctx, t.storeJob, id, privateName)
-	}
-	if err != nil {
-		return storage.FileHandle{}, err
-	}
-	if _, err := io.Copy(fw, f); err != nil {
-		_ = fw.Abort()
-		return storage.FileHandle{}, err
-	}
-	return fw.Finish()
+	return r.State, r.Bytes, nil
 }
 
 // writeFile writes one data file of checkpoint id; without checkpoint

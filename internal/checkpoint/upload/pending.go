@@ -1,4 +1,4 @@
-package weir
+package upload
 
 // pendingByCheckpoint holds a value per checkpoint until the checkpoint is
 // decided. Completions are notified in checkpoint order, so completing

@@ -1,14 +1,10 @@
-package weir
+package keyed
 
 import (
 	"context"
-	"encoding/binary"
 	"errors"
 	"fmt"
 	"io"
-	"os"
-	"path/filepath"
-	"sort"
 	"strings"
 	"sync"
 	"time"
@@ -16,6 +12,7 @@ import (
 	"github.com/weirstream/weir/internal/changelog"
 	"github.com/weirstream/weir/internal/checkpoint/metadata"
 	"github.com/weirstream/weir/internal/checkpoint/storage"
+	"github.com/weirstream/weir/internal/checkpoint/upload"
 	"github.com/weirstream/weir/internal/state"
 	"github.com/weirstream/weir/internal/task"
 	"github.com/weirstream/weir/internal/timer"
@@ -50,15 +47,7 @@ import (
 // subtask until a snapshot references them (its acknowledgement hands them
 // to the runner's shared-state registry, internal/checkpoint/registry,
 // the only deleter from then on). The subtask deletes the files it made
-// that no snapshot referenced and none will (fileLedger).
-
-// Timer records in the log (op codes from state.FirstForeignOp).
-const (
-	timerRegisterEvent byte = state.FirstForeignOp + iota
-	timerRegisterProc
-	timerDeleteEvent
-	timerDeleteProc
-)
+// that no snapshot referenced and none will (changelog.Ledger).
 
 // materialization is one snapshot of the wrapped backend and the timers,
 // holding the log up to seq.
@@ -87,12 +76,12 @@ func (m *materialization) paths() map[string]bool {
 }
 
 type changelogRuntime struct {
-	rt      *keyedRuntime
-	cfg     ChangelogOptions
-	metrics *changelogMetrics
+	rt      *Runtime
+	cfg     ChangelogConfig
+	metrics *Metrics
 	cb      *state.ChangelogBackend
 	w       *changelog.Writer // nil: replay only (the changelog is off)
-	ledger  *fileLedger
+	ledger  *changelog.Ledger
 	ctx     context.Context
 	cancel  context.CancelFunc
 	wg      sync.WaitGroup
@@ -112,20 +101,20 @@ type changelogRuntime struct {
 // openChangelog wraps the restored (or empty) backend in a changelog
 // backend, replays the restored log, and with the changelog on starts the
 // log and, after a restore, the first materialization.
-func (rt *keyedRuntime) openChangelog(inner state.Backend, clock *state.ReplayClock, restored bool) error {
-	active := rt.opts.Changelog.Enabled && rt.op.Storage != nil
+func (rt *Runtime) openChangelog(inner state.Backend, clock *state.ReplayClock, restored bool) error {
+	active := rt.cfg.Changelog.Enabled && rt.op.Storage != nil
 	ctx, cancel := context.WithCancel(context.Background())
-	cl := &changelogRuntime{rt: rt, cfg: rt.opts.Changelog, metrics: rt.opts.changelogMetrics, ctx: ctx, cancel: cancel,
+	cl := &changelogRuntime{rt: rt, cfg: rt.cfg.Changelog, metrics: rt.cfg.Metrics, ctx: ctx, cancel: cancel,
 		inUse: map[int64]*materialization{}, created: map[string]bool{}}
 	if cl.metrics == nil {
-		cl.metrics = &changelogMetrics{}
+		cl.metrics = &Metrics{}
 	}
 	cl.cb = state.NewChangelogBackend(inner, clock, nil)
 	rt.backend = cl.cb
 	rt.cl = cl
 	var reuse *materialization
 	if active {
-		cl.ledger = newFileLedger(rt.op.Storage, rt.op.StorageJob)
+		cl.ledger = changelog.NewLedger(rt.op.Storage, rt.op.StorageJob)
 		wc := cl.cfg.writerConfig()
 		wc.OnFailure = func(err error) {
 			rt.op.Post(func() error { return fmt.Errorf("changelog: %w", err) })
@@ -173,12 +162,11 @@ func (rt *keyedRuntime) openChangelog(inner state.Backend, clock *state.ReplayCl
 // state records handed to the backend (applied at registration).
 func (cl *changelogRuntime) replay(r *task.RestoredState) error {
 	read := func(_ context.Context, h storage.FileHandle) ([]byte, error) { return r.ReadFile(h) }
-	kgStart, kgEnd := cl.rt.op.KeyGroupStart, cl.rt.op.KeyGroupEnd
 	apply := func(_ int64, rec []byte) error {
 		if state.IsStateRecord(rec) {
 			return cl.cb.AddRestored(rec)
 		}
-		return cl.applyTimer(rec, kgStart, kgEnd)
+		return cl.rt.applyTimer(rec)
 	}
 	replayRange := func(what string, from, to int64, segs []metadata.LogSegment) error {
 		if from > to {
@@ -258,71 +246,16 @@ func (cl *changelogRuntime) restoredBase(r *task.RestoredState) *materialization
 }
 
 // logTimer appends a timer change to the log.
-func (cl *changelogRuntime) logTimer(op byte, t timer.Timer) {
+func (cl *changelogRuntime) logTimer(op state.TimerOp, t timer.Timer) {
 	if cl == nil || cl.w == nil {
 		return
 	}
-	b := append(cl.recBuf[:0], op)
-	b = binary.AppendUvarint(b, uint64(t.KeyGroup))
-	b = binary.AppendUvarint(b, uint64(len(t.Key)))
-	b = append(b, t.Key...)
-	b = binary.AppendUvarint(b, uint64(len(t.Namespace)))
-	b = append(b, t.Namespace...)
-	b = binary.LittleEndian.AppendUint64(b, uint64(t.Timestamp))
+	b := state.AppendTimerRecord(cl.recBuf[:0], state.TimerRecord{Op: op, KeyGroup: t.KeyGroup, Key: t.Key,
+		Namespace: t.Namespace, Timestamp: t.Timestamp})
 	cl.recBuf = b
 	if err := cl.cb.AppendRaw(b); err != nil {
 		cl.rt.op.Fail(fmt.Errorf("changelog: %w", err))
 	}
-}
-
-// applyTimer replays a timer record of key groups kgStart..kgEnd.
-func (cl *changelogRuntime) applyTimer(rec []byte, kgStart, kgEnd int) error {
-	bad := func(what string) error {
-		return fmt.Errorf("%w: timer record: %s", state.ErrCorruptChangelog, what)
-	}
-	if len(rec) == 0 || rec[0] < timerRegisterEvent || rec[0] > timerDeleteProc {
-		return bad("unknown operation")
-	}
-	op, p := rec[0], rec[1:]
-	kg, n := binary.Uvarint(p)
-	if n <= 0 {
-		return bad("key group")
-	}
-	p = p[n:]
-	field := func() ([]byte, bool) {
-		l, n := binary.Uvarint(p)
-		if n <= 0 || l > uint64(len(p)-n) {
-			return nil, false
-		}
-		f := append([]byte(nil), p[n:n+int(l)]...)
-		p = p[n+int(l):]
-		return f, true
-	}
-	key, ok1 := field()
-	ns, ok2 := field()
-	if !ok1 || !ok2 || len(p) != 8 {
-		return bad("layout")
-	}
-	if int(kg) < kgStart || int(kg) > kgEnd {
-		return nil
-	}
-	if len(ns) == 0 {
-		ns = nil
-	}
-	t := timer.Timer{Timestamp: int64(binary.LittleEndian.Uint64(p)), Key: key, KeyGroup: int(kg), Namespace: ns}
-	ts := cl.rt.timers
-	switch op {
-	case timerRegisterEvent:
-		ts.RegisterEventTime(t)
-	case timerRegisterProc:
-		ts.RegisterProcessingTime(t)
-		cl.rt.armProcessingTime(t.Timestamp)
-	case timerDeleteEvent:
-		ts.DeleteEventTime(t)
-	case timerDeleteProc:
-		ts.DeleteProcessingTime(t)
-	}
-	return nil
 }
 
 // schedule arms the next periodic materialization.
@@ -386,9 +319,7 @@ func (cl *changelogRuntime) materialize(first bool) error {
 			reuse[f.Name] = f.Handle
 		}
 	} else if rt.op.Restored != nil && rt.op.Restored.OwnStorage {
-		for name, h := range rt.uploads.confirmed {
-			reuse[name] = h
-		}
+		reuse = rt.uploads.Confirmed()
 	}
 	cl.running = m
 	if first {
@@ -447,34 +378,27 @@ func (cl *changelogRuntime) upload(m *materialization, snap state.Snapshot, ns *
 		}
 	}
 	if ns != nil {
-		m.native = &metadata.NativeState{Registry: ns.Registry}
-		for _, f := range ns.Files {
-			if h, ok := reuse[f.Name]; ok && f.Shared && h.Size == f.Size {
-				m.native.Files = append(m.native.Files, metadata.NativeFile{Name: f.Name, Handle: h, Shared: true})
-				m.files = append(m.files, h)
-				continue
-			}
-			h, err := put(name+"-"+task.SanitizeName(f.Name), func(w io.Writer) error {
-				src, err := os.Open(filepath.Join(ns.Dir, f.Name))
-				if err != nil {
-					return err
-				}
-				defer src.Close()
-				_, err = io.Copy(w, src)
-				return err
-			})
-			if err != nil {
-				return fmt.Errorf("upload %s: %w", f.Name, err)
-			}
-			m.native.Files = append(m.native.Files, metadata.NativeFile{Name: f.Name, Handle: *h, Shared: true})
+		u := upload.Native{Store: store, Job: job,
+			SharedName: func(file string) string { return name + "-" + task.SanitizeName(file) }}
+		r, err := u.Upload(cl.ctx, ns, reuse)
+		if err != nil {
+			return err
 		}
+		m.native = r.State
+		for _, f := range r.State.Files {
+			m.files = append(m.files, f.Handle)
+			if h, ok := r.Created[f.Name]; ok {
+				m.created = append(m.created, h.Path)
+			}
+		}
+		m.uploaded += r.Bytes
 	}
 	if len(timers) > 0 {
 		if m.timers, err = put(name+".tmr", func(w io.Writer) error { _, err := w.Write(timers); return err }); err != nil {
 			return fmt.Errorf("timers: %w", err)
 		}
 	}
-	if h := cl.rt.opts.hooks.materialize; h != nil {
+	if h := cl.rt.cfg.MaterializeHook; h != nil {
 		if err := h(cl.rt.op.UID, cl.rt.op.Subtask, m.id); err != nil {
 			return err
 		}
@@ -571,7 +495,7 @@ func (cl *changelogRuntime) snapshot(id int64, s *task.OperatorSnapshot) error {
 			files = append(files, g.File)
 		}
 		st.Changelog = cs
-		return cl.ledger.reference(files), nil
+		return cl.ledger.Reference(files), nil
 	}
 	return nil
 }
@@ -677,7 +601,7 @@ func (cl *changelogRuntime) gc() {
 			retire = append(retire, storage.SharedDir+"/"+n)
 		}
 	}
-	cl.ledger.retire(retire)
+	cl.ledger.Retire(retire)
 }
 
 // close stops the log and deletes the files no checkpoint references.
@@ -703,93 +627,15 @@ func (cl *changelogRuntime) close() error {
 	if m := cl.running; m != nil {
 		mine = append(mine, m.created...)
 	}
-	cl.ledger.closeAll(mine)
+	cl.ledger.Close(mine)
 	if errors.Is(err, changelog.ErrClosed) {
 		err = nil
 	}
 	return err
 }
 
-// fileLedger decides which of a subtask's changelog files it deletes
-// itself: a file is the subtask's until a snapshot references it (it is
-// then acknowledged, and only the runner's shared-state registry deletes
-// it); a file the subtask retires (no future checkpoint will reference it)
-// or leaves behind at close is deleted only if no snapshot ever referenced
-// it.
-type fileLedger struct {
-	store *storage.Storage
-	job   string
-
-	mu    sync.Mutex
-	acked map[string]bool // referenced by a snapshot: the registry's
-	wg    sync.WaitGroup
-}
-
-func newFileLedger(store *storage.Storage, job string) *fileLedger {
-	return &fileLedger{store: store, job: job, acked: map[string]bool{}}
-}
-
-// reference records that a snapshot references files and returns the
-// bytes of those no earlier snapshot referenced.
-func (l *fileLedger) reference(files []storage.FileHandle) int64 {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	var n int64
-	for _, h := range files {
-		if !l.acked[h.Path] {
-			n += h.Size
-			l.acked[h.Path] = true
-		}
-	}
-	return n
-}
-
-// retire hands over files no future checkpoint references: those no
-// snapshot referenced are deleted, the others are the registry's.
-func (l *fileLedger) retire(paths []string) {
-	if len(paths) == 0 {
-		return
-	}
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	var del []string
-	for _, p := range paths {
-		if l.acked[p] {
-			delete(l.acked, p)
-			continue
-		}
-		del = append(del, p)
-	}
-	l.deleteLocked(del)
-}
-
-func (l *fileLedger) deleteLocked(paths []string) {
-	if len(paths) == 0 {
-		return
-	}
-	sort.Strings(paths)
-	l.wg.Add(1)
-	go func() {
-		defer l.wg.Done()
-		for _, p := range paths {
-			_ = l.store.DeleteFile(context.Background(), l.job, p)
-		}
-	}()
-}
-
-// closeAll deletes, when the subtask ends, its files that no snapshot
-// referenced, and waits for the deletions.
-func (l *fileLedger) closeAll(paths []string) {
-	l.mu.Lock()
-	var del []string
-	seen := map[string]bool{}
-	for _, p := range paths {
-		if !l.acked[p] && !seen[p] {
-			del = append(del, p)
-			seen[p] = true
-		}
-	}
-	l.deleteLocked(del)
-	l.mu.Unlock()
-	l.wg.Wait()
+func (c ChangelogConfig) writerConfig() changelog.Config {
+	return changelog.Config{PersistDelay: c.PersistDelay, PersistSizeThreshold: c.PersistSizeThreshold,
+		PreemptivePersistThreshold: c.PreemptivePersistThreshold, UploadTimeout: c.UploadTimeout,
+		MaxAttempts: c.MaxAttempts, MaxInFlight: c.MaxInFlight}
 }

@@ -1,10 +1,7 @@
 package weir
 
 import (
-	"encoding/binary"
-	"errors"
 	"fmt"
-	"sync"
 
 	"github.com/weirstream/weir/internal/checkpoint"
 	"github.com/weirstream/weir/internal/graph"
@@ -232,7 +229,7 @@ func SinkTo[T any](s *DataStream[T], sink Sink[T]) *DataSink {
 // the one pre-committed at M. Checkpoint N+1 can then complete only once
 // N's transaction is synced too, even if N's asynchronous phase has not
 // reached the sink yet (it finds the work done and does nothing). Each
-// transaction is synced once (txnSync); a phase that needs it while another
+// transaction is synced once (operator.Sync); a phase that needs it while another
 // syncs it waits for that sync. The commit checks it again, on the task
 // goroutine: a transaction is never committed before its sync returned nil.
 type sinkOp[T any] struct {
@@ -244,7 +241,7 @@ type sinkOp[T any] struct {
 	// syncer is pre as a PreCommitSyncer, nil if PreCommit makes its
 	// transactions durable itself.
 	syncer  PreCommitSyncer
-	pending []sinkTxn // pre-committed, not yet committed, oldest first
+	pending []operator.Txn // pre-committed, not yet committed, oldest first
 	written int64
 	// post runs fn on the task goroutine, where an error fails the task
 	// (OpContext.Post; unit tests replace it).
@@ -260,71 +257,22 @@ func (s *sinkOp[T]) RecordCount() (in, out int64) { return 0, s.written }
 // parallelism), which matches how the file sink divides leftover files.
 const sinkTxnState = "sink-transactions"
 
-type sinkTxn struct {
-	checkpoint int64
-	subtask    int
-	txn        []byte
-	// durable syncs the transaction once; nil if the writer is not a
-	// PreCommitSyncer (PreCommit made the transaction durable).
-	durable *txnSync
-}
-
-// txnSync makes one pre-committed transaction durable exactly once, on
-// whichever goroutine asks first: the asynchronous phase of any checkpoint
-// that lists the transaction or, as a last resort, the commit. Later callers
-// wait for that sync and get its result. A failed sync is final: after a
-// failed fsync the kernel may have dropped the dirty pages, so a retry that
-// succeeds proves nothing.
-type txnSync struct {
-	once sync.Once
-	run  func() error
-	err  error
-}
-
-// wait syncs the transaction unless that was done (or is being done), and
-// returns the outcome.
-func (d *txnSync) wait() error {
-	d.once.Do(func() {
-		d.err = d.run()
-		d.run = nil
-	})
-	return d.err
-}
-
 // newTxnSync returns the sync of transaction txn, pre-committed at
 // checkpoint id. Its failure also fails the task: no checkpoint that lists
 // the transaction can complete any more (each one's asynchronous phase
 // declines with the same error), so only a restore from the last completed
 // checkpoint, which does not list it, makes progress; the restored writer
 // deletes the pending file and its records are replayed, exactly once.
-func (s *sinkOp[T]) newTxnSync(id int64, txn []byte) *txnSync {
+func (s *sinkOp[T]) newTxnSync(id int64, txn []byte) *operator.Sync {
 	sy, post := s.syncer, s.post
-	return &txnSync{run: func() error {
+	return operator.NewSync(func() error {
 		if err := sy.SyncPreCommitted(txn); err != nil {
 			err = fmt.Errorf("sync transaction pre-committed at checkpoint %d: %w", id, err)
 			post(func() error { return err })
 			return err
 		}
 		return nil
-	}}
-}
-
-func (t sinkTxn) encode() []byte {
-	b := binary.AppendUvarint(nil, uint64(t.checkpoint))
-	b = binary.AppendUvarint(b, uint64(t.subtask))
-	return append(b, t.txn...)
-}
-
-func decodeSinkTxn(b []byte) (sinkTxn, error) {
-	cp, n := binary.Uvarint(b)
-	if n <= 0 {
-		return sinkTxn{}, errors.New("corrupt sink transaction")
-	}
-	sub, m := binary.Uvarint(b[n:])
-	if m <= 0 {
-		return sinkTxn{}, errors.New("corrupt sink transaction")
-	}
-	return sinkTxn{checkpoint: int64(cp), subtask: int(sub), txn: b[n+m:]}, nil
+	})
 }
 
 func (s *sinkOp[T]) sinkContext() SinkContext {
@@ -341,15 +289,15 @@ func (s *sinkOp[T]) Open() error {
 		if r := s.ctx.Restored; r != nil {
 			l, _ := r.List(sinkTxnState)
 			for _, e := range l.Elements {
-				t, err := decodeSinkTxn(e)
+				t, err := operator.DecodeTxn(e)
 				if err != nil {
 					return err
 				}
-				if t.subtask%s.ctx.Parallelism != s.ctx.Subtask {
+				if t.Subtask%s.ctx.Parallelism != s.ctx.Subtask {
 					continue
 				}
-				if err := tpc.Commit(sc, t.txn); err != nil {
-					return fmt.Errorf("commit transaction of restored checkpoint %d: %w", t.checkpoint, err)
+				if err := tpc.Commit(sc, t.Data); err != nil {
+					return fmt.Errorf("commit transaction of restored checkpoint %d: %w", t.Checkpoint, err)
 				}
 			}
 		}
@@ -414,9 +362,9 @@ func (s *sinkOp[T]) SnapshotState(id int64, opts checkpoint.Options) (task.Opera
 			return task.OperatorSnapshot{}, fmt.Errorf("pre-commit: %w", err)
 		}
 		if txn != nil {
-			t := sinkTxn{checkpoint: id, subtask: s.ctx.Subtask, txn: txn}
+			t := operator.Txn{Checkpoint: id, Subtask: s.ctx.Subtask, Data: txn}
 			if s.syncer != nil {
-				t.durable = s.newTxnSync(id, txn)
+				t.Durable = s.newTxnSync(id, txn)
 			}
 			s.pending = append(s.pending, t)
 		}
@@ -426,19 +374,19 @@ func (s *sinkOp[T]) SnapshotState(id int64, opts checkpoint.Options) (task.Opera
 		}
 		l.Elements = make([][]byte, len(s.pending))
 		for i, t := range s.pending {
-			l.Elements[i] = t.encode()
+			l.Elements[i] = t.Encode()
 		}
 		snap, err := s.opBase.SnapshotState(id, opts)
-		var syncs []*txnSync
+		var syncs []*operator.Sync
 		for _, t := range s.pending {
-			if t.durable != nil {
-				syncs = append(syncs, t.durable)
+			if t.Durable != nil {
+				syncs = append(syncs, t.Durable)
 			}
 		}
 		if len(syncs) > 0 {
 			snap.Persist = func() error {
 				for _, d := range syncs {
-					if err := d.wait(); err != nil {
+					if err := d.Wait(); err != nil {
 						return err
 					}
 				}
@@ -459,16 +407,16 @@ func (s *sinkOp[T]) SnapshotState(id int64, opts checkpoint.Options) (task.Opera
 func (s *sinkOp[T]) NotifyCheckpointComplete(id int64) error {
 	n := 0
 	for _, t := range s.pending {
-		if t.checkpoint > id {
+		if t.Checkpoint > id {
 			break
 		}
-		if t.durable != nil {
-			if err := t.durable.wait(); err != nil {
-				return fmt.Errorf("transaction of checkpoint %d is not durable, not committing it: %w", t.checkpoint, err)
+		if t.Durable != nil {
+			if err := t.Durable.Wait(); err != nil {
+				return fmt.Errorf("transaction of checkpoint %d is not durable, not committing it: %w", t.Checkpoint, err)
 			}
 		}
-		if err := s.tpc.Commit(s.sinkContext(), t.txn); err != nil {
-			return fmt.Errorf("commit transaction of checkpoint %d: %w", t.checkpoint, err)
+		if err := s.tpc.Commit(s.sinkContext(), t.Data); err != nil {
+			return fmt.Errorf("commit transaction of checkpoint %d: %w", t.Checkpoint, err)
 		}
 		n++
 	}

@@ -598,7 +598,7 @@ func (d *driver) onAck(a task.Ack) {
 	id := coordinator.TaskID{Vertex: a.Vertex, Subtask: a.Subtask}
 	if a.Declined != nil {
 		reason := coordinator.ReasonDeclined
-		switch a.Reason {
+		switch a.Declined.Reason {
 		case task.DeclineAsync:
 			reason = coordinator.ReasonAsyncFailure
 		case task.DeclineSubsumed:

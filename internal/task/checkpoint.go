@@ -2,7 +2,6 @@ package task
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"time"
@@ -114,10 +113,21 @@ type Ack struct {
 	Bytes int64
 	// State is the state of each chained operator that has some.
 	State []OperatorState
-	// Declined is the reason the subtask declined; Reason classifies it.
-	Declined error
-	Reason   DeclineReason
+	// Declined is why the subtask declined; nil for an acknowledgement.
+	Declined *Decline
 }
+
+// Decline is why a subtask declined a checkpoint: a kind and the message
+// naming the cause. It is an error, and plain data (like the rest of Ack),
+// so that it can cross the network between a task manager and the job
+// manager.
+type Decline struct {
+	Reason  DeclineReason `json:"reason"`
+	Message string        `json:"message"`
+}
+
+// Error returns the message.
+func (d *Decline) Error() string { return d.Message }
 
 // TriggerCheckpoint starts checkpoint id at every source subtask: each takes
 // its snapshot and emits barrier id, between two source batches. Barriers
@@ -318,8 +328,7 @@ func (t *task) persist(snaps []OperatorSnapshot, a Ack) {
 }
 
 func (t *task) decline(a Ack, err error) {
-	a.Declined = fmt.Errorf("asynchronous phase of checkpoint %d failed in %s: %w", a.ID, t.name, err)
-	a.Reason = DeclineAsync
+	a.Declined = &Decline{Reason: DeclineAsync, Message: fmt.Sprintf("asynchronous phase of checkpoint %d failed in %s: %v", a.ID, t.name, err)}
 	a.State = nil
 	t.ack(a)
 }
@@ -408,7 +417,7 @@ func (t *task) handleBarrierEvent(ch int, ev network.Event) error {
 			if a.Reason == barrier.ReasonSubsumed {
 				reason = DeclineSubsumed
 			}
-			t.ack(Ack{ID: a.ID, Declined: errors.New(a.Message), Reason: reason})
+			t.ack(Ack{ID: a.ID, Declined: &Decline{Reason: reason, Message: a.Message}})
 		case barrier.ForwardCancelBarrier:
 			for _, rp := range t.partitions {
 				rp.BroadcastEvent(network.Event{Kind: network.EventCancelBarrier, ID: a.ID})

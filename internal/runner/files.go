@@ -21,7 +21,7 @@ import (
 // for crash safety: a chk-<n> directory is deleted before the shared files
 // that only it referenced, so that a crash in between never leaves a
 // complete checkpoint without its files; once a directory could not be
-// deleted, no shared file is deleted for the rest of the run, since the
+// deleted, no shared file is deleted until the next sweep, since the
 // surviving checkpoint may reference it (the sweep after the attempt reads
 // what survived and deletes only what nothing references).
 
@@ -56,7 +56,7 @@ type deleter struct {
 	running bool
 	idle    *sync.Cond // signalled when the queue is empty and nothing runs
 	// dirFailed is set once a checkpoint directory could not be deleted:
-	// shared files are no longer deleted in this run.
+	// shared files are no longer deleted until the next sweep.
 	dirFailed bool
 }
 
@@ -103,6 +103,17 @@ func (d *deleter) work() {
 		d.mu.Unlock()
 		d.run(j)
 	}
+}
+
+// resetFailed lets shared files be deleted again: called by the sweep,
+// which reads what survived a failed directory deletion.
+func (d *deleter) resetFailed() {
+	if d == nil {
+		return
+	}
+	d.mu.Lock()
+	d.dirFailed = false
+	d.mu.Unlock()
 }
 
 // wait returns once everything queued so far was done.
@@ -191,7 +202,9 @@ func (r *runner) sweep(ctx context.Context) {
 		return
 	}
 	r.del.wait()
+	r.del.resetFailed()
 	r.reg.Idle()
+	r.reg.DropKept()
 	entries, err := r.cfg.Storage.ListCheckpoints(ctx, r.cfg.JobDir)
 	if err != nil {
 		r.log.Warn("cannot list checkpoints; not cleaning up checkpoint files", "err", err)

@@ -384,7 +384,7 @@ func (r *runner) attempt(ctx context.Context, cp *metadata.Checkpoint, cpStore *
 	}
 	r.reg.Running()
 	d := &driver{ctx: ctx, r: r, job: job, names: map[coordinator.TaskID]string{}, meta: make(chan metaResult, 64),
-		writing: map[int64]chan struct{}{}, triggers: map[int64]time.Time{}, gone: make(chan int64, 64)}
+		writing: map[int64]chan struct{}{}, triggers: map[int64]time.Time{}, gone: newGoneQueue()}
 	return d.run()
 }
 
@@ -414,8 +414,9 @@ type driver struct {
 
 	manual map[int64]chan<- ManualResult // manual checkpoints awaiting their outcome
 	// gone receives aborted checkpoints whose _metadata was being written
-	// once their chk-<id> was deleted: only then are their files released.
-	gone chan int64
+	// once the deletion of their chk-<id> ended: only then are their files
+	// released (or kept, if it could not be deleted).
+	gone *goneQueue
 }
 
 func (d *driver) run() error {
@@ -492,8 +493,15 @@ func (d *driver) run() error {
 			} else {
 				d.manual[id] = req.Reply
 			}
-		case id := <-d.gone:
-			d.r.reg.Aborted(id)
+		case <-d.gone.signal:
+			for _, g := range d.gone.take() {
+				if g.deleted {
+					d.r.reg.Aborted(g.id)
+				} else {
+					// chk-<id> may be complete on disk: its files stay.
+					d.r.reg.Keep(g.id)
+				}
+			}
 		case <-status.c():
 			status.report()
 		}
@@ -790,12 +798,7 @@ func (d *driver) cleanup(id int64) {
 	r.del.enqueue(deleteJob{wait: wait, dir: id, done: func(ok bool) {
 		del.ok = ok
 		close(del.done)
-		if ok {
-			select {
-			case gone <- id:
-			default: // the attempt ended; its sweep decides
-			}
-		}
+		gone.put(id, ok)
 	}})
 }
 
@@ -805,6 +808,40 @@ func (d *driver) cleanup(id int64) {
 func (d *driver) decided(id int64) bool {
 	_, undecided := d.triggers[id]
 	return !undecided && id < d.coord.NextID() && !slices.Contains(d.r.retained, id) && d.writing[id] == nil
+}
+
+// goneQueue hands the outcomes of deleting aborted checkpoints' directories
+// from the deleter to the driver: never blocking the deleter, never losing
+// one (after the attempt nobody reads them, and the sweep decides).
+type goneQueue struct {
+	mu     sync.Mutex
+	items  []goneResult
+	signal chan struct{} // one pending wake-up at most
+}
+
+type goneResult struct {
+	id      int64
+	deleted bool
+}
+
+func newGoneQueue() *goneQueue { return &goneQueue{signal: make(chan struct{}, 1)} }
+
+func (q *goneQueue) put(id int64, deleted bool) {
+	q.mu.Lock()
+	q.items = append(q.items, goneResult{id, deleted})
+	q.mu.Unlock()
+	select {
+	case q.signal <- struct{}{}:
+	default:
+	}
+}
+
+func (q *goneQueue) take() []goneResult {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	items := q.items
+	q.items = nil
+	return items
 }
 
 // discardPrivate deletes the private files (under chk-<n>/) of an

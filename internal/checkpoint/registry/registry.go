@@ -45,7 +45,6 @@ package registry
 
 import (
 	"errors"
-	"maps"
 	"slices"
 	"sort"
 )
@@ -146,6 +145,26 @@ func (g *Registry) Completed(id int64, files []string) {
 		e := g.entry(p)
 		e.retainedBy[id] = true
 		e.lastUsed = max(e.lastUsed, id)
+	}
+}
+
+// Keep decides pending checkpoint id without completing it, but keeps the
+// files its acknowledgements named as if a retained checkpoint referenced
+// them: its chk-<id> could not be deleted and may be complete on disk. They
+// stay until a sweep (Idle) reads what is on disk.
+func (g *Registry) Keep(id int64) {
+	files := g.acked[id]
+	g.decide(id)
+	g.Completed(-id, files)
+}
+
+// DropKept releases what Keep kept: the sweep, which reads the checkpoints
+// on disk, decides about those files from then on.
+func (g *Registry) DropKept() {
+	for id := range g.retained {
+		if id < 0 {
+			g.Released(id)
+		}
 	}
 }
 
@@ -251,8 +270,3 @@ func (g *Registry) Sweep(listed []string, referenced map[string]bool) ([]string,
 
 // ErrRunning is returned by Sweep while tasks run.
 var ErrRunning = errors.New("registry: cannot sweep shared files while tasks run")
-
-// RetainedIDs returns the retained checkpoints, oldest first.
-func (g *Registry) RetainedIDs() []int64 {
-	return slices.Sorted(maps.Keys(g.retained))
-}

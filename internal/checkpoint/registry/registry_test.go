@@ -237,3 +237,30 @@ func randomSchedule(t *testing.T, rng *rand.Rand, seed uint64) {
 		check("step " + strconv.Itoa(step))
 	}
 }
+
+// A checkpoint aborted while its _metadata was written, whose directory
+// could not be deleted, may be complete on disk: Keep holds its files
+// without holding back the deletion of others; the sweep decides later.
+func TestKeepHoldsOnlyTheUndeletedCheckpointsFiles(t *testing.T) {
+	g := New()
+	g.Running()
+	g.Triggered(1, 0)
+	g.Acked(1, []string{"shared/a"})
+	g.Completed(1, []string{"shared/a"})
+	g.Triggered(2, 1)
+	g.Acked(2, []string{"shared/b"})
+	g.Keep(2) // its chk-2 could not be deleted
+	g.Triggered(3, 1)
+	g.Acked(3, []string{"shared/c"})
+	g.Completed(3, []string{"shared/c"})
+	g.Released(1)
+	if got := g.Collect(); !slices.Equal(got, []string{"shared/a"}) {
+		t.Fatalf("Collect = %v, want [shared/a]: kept b, and a kept checkpoint must not block other deletions", got)
+	}
+	g.Idle()
+	g.DropKept()
+	got, err := g.Sweep([]string{"shared/b", "shared/c"}, nil)
+	if err != nil || !slices.Equal(got, []string{"shared/b"}) {
+		t.Fatalf("Sweep = %v, %v; want [shared/b] once the sweep found chk-2 gone", got, err)
+	}
+}

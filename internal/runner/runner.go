@@ -802,9 +802,10 @@ func (d *driver) cleanup(id int64) {
 	}})
 }
 
-// decided reports whether checkpoint id was triggered by this attempt and
-// is neither pending nor retained: aborted, or completed and subsumed. Its
-// chk-<id> may be deleted (again) at any time.
+// decided reports whether checkpoint id is neither pending in this attempt,
+// nor retained, nor having its _metadata written: aborted, or completed and
+// subsumed (or an earlier attempt's, already gone). Its chk-<id> may be
+// deleted (again) at any time.
 func (d *driver) decided(id int64) bool {
 	_, undecided := d.triggers[id]
 	return !undecided && id < d.coord.NextID() && !slices.Contains(d.r.retained, id) && d.writing[id] == nil

@@ -198,9 +198,6 @@ func (g *Registry) Retained(path string) bool {
 	return e != nil && len(e.retainedBy) > 0
 }
 
-// Known reports whether path is an acknowledged file the registry tracks.
-func (g *Registry) Known(path string) bool { return g.files[path] != nil }
-
 func (g *Registry) deletable(e *entry) bool {
 	if len(e.retainedBy) > 0 || len(e.pendingBy) > 0 {
 		return false

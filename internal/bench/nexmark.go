@@ -39,7 +39,7 @@ func RunNexmark(ctx context.Context, opts weir.Options, query string, events int
 		return NexmarkResult{}, fmt.Errorf("events %d must be at least 1", events)
 	}
 	env := weir.NewEnvironment(opts)
-	build(nexmark.Events(env, nexmark.Config{Events: events}))
+	build(nexmark.Events(env, nexmark.Config{Events: events}), nexmark.Output{})
 	cpu0 := ProcessCPU()
 	t0 := time.Now()
 	if err := env.Execute(ctx, "nexmark-"+query); err != nil {

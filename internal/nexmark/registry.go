@@ -6,25 +6,73 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync/atomic"
 
 	"github.com/weirstream/weir"
 	"github.com/weirstream/weir/codec"
-	"github.com/weirstream/weir/sink"
 )
 
+// Output is where a query's result rows go. The zero Output discards them.
+type Output struct {
+	// Rows, if set, counts every result row the query emits (updates of
+	// an updating query included).
+	Rows *atomic.Int64
+}
+
+// Updating is implemented by the result rows of queries whose SQL result
+// updates (q4's average per category, rankings): rows with equal RowKey
+// replace each other, and the last one per key is the result.
+type Updating interface {
+	RowKey() string
+}
+
+// Emit sends a query's result stream s to o.
+func Emit[T any](s *weir.DataStream[T], o Output) {
+	weir.SinkTo(s, &resultSink[T]{o: o}).Name("Nexmark result")
+}
+
+// resultSink counts and drops rows.
+type resultSink[T any] struct{ o Output }
+
+func (r *resultSink[T]) CreateWriter(weir.SinkContext) (weir.SinkWriter[T], error) {
+	return &resultWriter[T]{o: r.o}, nil
+}
+
+type resultWriter[T any] struct {
+	o Output
+	n int64
+}
+
+func (w *resultWriter[T]) Write(T) error {
+	w.n++
+	if w.n == 1024 {
+		w.Flush()
+	}
+	return nil
+}
+
+func (w *resultWriter[T]) Flush() error {
+	if w.o.Rows != nil {
+		w.o.Rows.Add(w.n)
+	}
+	w.n = 0
+	return nil
+}
+
+func (w *resultWriter[T]) Close() error { return w.Flush() }
+
 // Queries are the implemented queries by name ("q0", "q1", ...): each
-// declares the query over events and sends its results to a discarding
-// sink, for the benchmark.
-var Queries = map[string]func(events *weir.DataStream[Event]){
-	"q0":  func(ev *weir.DataStream[Event]) { weir.SinkTo(Q0(ev), sink.Discard[Bid]()) },
-	"q1":  func(ev *weir.DataStream[Event]) { weir.SinkTo(Q1(ev), sink.Discard[Bid]()) },
-	"q2":  func(ev *weir.DataStream[Event]) { weir.SinkTo(Q2(ev), sink.Discard[AuctionPrice]()) },
-	"q3":  func(ev *weir.DataStream[Event]) { weir.SinkTo(Q3(ev), sink.Discard[Q3Result]()) },
-	"q4":  func(ev *weir.DataStream[Event]) { weir.SinkTo(Q4(ev), sink.Discard[CategoryPrice]()) },
-	"q5":  func(ev *weir.DataStream[Event]) { weir.SinkTo(Q5(ev), sink.Discard[HotItem]()) },
-	"q7":  func(ev *weir.DataStream[Event]) { weir.SinkTo(Q7(ev), sink.Discard[Bid]()) },
-	"q8":  func(ev *weir.DataStream[Event]) { weir.SinkTo(Q8(ev), sink.Discard[NewUser]()) },
-	"q11": func(ev *weir.DataStream[Event]) { weir.SinkTo(Q11(ev), sink.Discard[Session]()) },
+// declares the query over events and emits its result rows to an Output.
+var Queries = map[string]func(events *weir.DataStream[Event], o Output){
+	"q0":  func(ev *weir.DataStream[Event], o Output) { Emit(Q0(ev), o) },
+	"q1":  func(ev *weir.DataStream[Event], o Output) { Emit(Q1(ev), o) },
+	"q2":  func(ev *weir.DataStream[Event], o Output) { Emit(Q2(ev), o) },
+	"q3":  func(ev *weir.DataStream[Event], o Output) { Emit(Q3(ev), o) },
+	"q4":  func(ev *weir.DataStream[Event], o Output) { Emit(Q4(ev), o) },
+	"q5":  func(ev *weir.DataStream[Event], o Output) { Emit(Q5(ev), o) },
+	"q7":  func(ev *weir.DataStream[Event], o Output) { Emit(Q7(ev), o) },
+	"q8":  func(ev *weir.DataStream[Event], o Output) { Emit(Q8(ev), o) },
+	"q11": func(ev *weir.DataStream[Event], o Output) { Emit(Q11(ev), o) },
 }
 
 // QueryNames returns the names of Queries in numeric order.

@@ -51,7 +51,10 @@ type Edge struct {
 	From, To *Node
 	// Output is the output of From the edge reads: 0 is the main output,
 	// higher numbers are side outputs.
-	Output      int
+	Output int
+	// Input is the input of To the edge feeds: 0, or 1 for the second
+	// input of a two-input operator.
+	Input       int
 	Partitioner network.Partitioner
 	// Timestamped edges carry every record's event timestamp.
 	Timestamped bool

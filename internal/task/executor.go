@@ -235,7 +235,7 @@ func (j *Job) buildTask(v *graph.Vertex, index int, gates map[*graph.Vertex][]*n
 	for i, node := range v.Nodes {
 		pos[node] = i
 	}
-	inputs := make(map[*graph.Node]any, n)
+	inputs := make(map[*graph.Node][2]any, n)
 	// Build tail first: a node's consumers must exist before it does.
 	for i := n - 1; i >= 0; i-- {
 		node := v.Nodes[i]
@@ -249,7 +249,7 @@ func (j *Job) buildTask(v *graph.Vertex, index int, gates map[*graph.Vertex][]*n
 				return nil, fmt.Errorf("operator %q has no output %d", node.Name, e.Output)
 			}
 			if in, chained := inputs[e.To]; chained && j.graph.VertexOf[e.To] == v {
-				perOutput[e.Output] = append(perOutput[e.Output], in)
+				perOutput[e.Output] = append(perOutput[e.Output], in[0])
 				t.children[i] = append(t.children[i], pos[e.To])
 				continue
 			}
@@ -305,7 +305,7 @@ func (j *Job) buildTask(v *graph.Vertex, index int, gates map[*graph.Vertex][]*n
 			return nil, fmt.Errorf("operator %q subtask %d: %w", node.Name, index, err)
 		}
 		t.ops[i] = b.Op
-		inputs[node] = b.Input
+		inputs[node] = [2]any{b.Input, b.Input2}
 	}
 	if src, ok := t.ops[0].(SourceDriver); ok && v.Head().Source {
 		t.source = src
@@ -326,7 +326,11 @@ func (j *Job) buildTask(v *graph.Vertex, index int, gates map[*graph.Vertex][]*n
 		t.barriers = barrier.New(t.gate.NumChannels(), j.opts.CheckpointMode)
 		t.readers = make([]network.BufferReader, t.gate.NumChannels())
 		for _, e := range v.Inputs {
-			r, err := e.From.Impl.(NodeImpl).Output(e.Output).NewReader(inputs[e.To], e.Timestamped, t.tracker)
+			in := inputs[e.To][min(e.Input, 1)]
+			if in == nil {
+				return nil, fmt.Errorf("edge %q -> %q: operator %q has no input %d", e.From.Name, e.To.Name, e.To.Name, e.Input)
+			}
+			r, err := e.From.Impl.(NodeImpl).Output(e.Output).NewReader(in, e.Timestamped, t.tracker)
 			if err != nil {
 				return nil, fmt.Errorf("edge %q -> %q: %w", e.From.Name, e.To.Name, err)
 			}

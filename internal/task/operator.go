@@ -92,6 +92,9 @@ type Built struct {
 	// Input is the operator's input, a network.Output[IN] as any; nil for
 	// sources.
 	Input any
+	// Input2 is the second input of a two-input operator, a
+	// network.Output[IN2] as any; edges with graph.Edge.Input 1 feed it.
+	Input2 any
 }
 
 // NodeImpl is what the API layer stores in graph.Node.Impl: it builds the

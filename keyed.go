@@ -113,22 +113,52 @@ func KeyedProcess[K, IN, OUT any](ks *KeyedStream[K, IN], newFn func() KeyedProc
 		if fn == nil {
 			return task.Built{}, errors.New("KeyedProcess: the function factory returned nil")
 		}
-		op := &keyedProcessOp[K, IN, OUT]{opBase: newOpBase(ctx), fn: fn, ks: ks}
-		op.rt = keyed.New(ctx, env.keyedConfig, op.onTimer)
-		op.kctx = &KeyedContext[K, OUT]{rt: op.rt, op: ctx, out: out, ops: op.opState}
+		op := &keyedProcessOp[K, IN, OUT]{fn: fn, key: ks.key}
+		op.keyedOp = newKeyedOp(ctx, env, fn, ks.keyCodec, out)
 		return task.Built{Op: op, Input: network.Output[IN](op)}, nil
 	}))
 }
 
 type keyedProcessOp[K, IN, OUT any] struct {
-	opBase
-	fn   KeyedProcessFunction[K, IN, OUT]
-	ks   *KeyedStream[K, IN]
-	rt   *keyed.Runtime
-	kctx *KeyedContext[K, OUT]
+	*keyedOp[K, OUT]
+	fn  KeyedProcessFunction[K, IN, OUT]
+	key func(IN) K
 }
 
-func (p *keyedProcessOp[K, IN, OUT]) Open() error {
+func (p *keyedProcessOp[K, IN, OUT]) Collect(v IN) {
+	p.tr.Cur = p.id
+	p.setKey(p.key(v))
+	if err := p.fn.ProcessElement(p.kctx, v); err != nil {
+		p.ctx.Fail(err)
+	}
+	p.tr.Cur = p.parent
+}
+
+// keyedOp is what every operator with keyed state and timers shares: the
+// keyed runtime, the user function's context and its optional KeyedOpener,
+// TimerHandler and Closer (fn).
+type keyedOp[K, OUT any] struct {
+	opBase
+	fn       any
+	keyCodec codec.Codec[K]
+	rt       *keyed.Runtime
+	kctx     *KeyedContext[K, OUT]
+}
+
+func newKeyedOp[K, OUT any](ctx *task.OpContext, env *Environment, fn any, kc codec.Codec[K], out network.Output[OUT]) *keyedOp[K, OUT] {
+	op := &keyedOp[K, OUT]{opBase: newOpBase(ctx), fn: fn, keyCodec: kc}
+	op.rt = keyed.New(ctx, env.keyedConfig, op.onTimer)
+	op.kctx = &KeyedContext[K, OUT]{rt: op.rt, op: ctx, out: out, ops: op.opState}
+	return op
+}
+
+// setKey makes k the current key of state and timers.
+func (p *keyedOp[K, OUT]) setKey(k K) {
+	p.rt.SetKey(p.keyCodec.Append(p.rt.KeyBuf(), k))
+	p.kctx.key = k
+}
+
+func (p *keyedOp[K, OUT]) Open() error {
 	if err := p.rt.Open(); err != nil {
 		return err
 	}
@@ -138,23 +168,12 @@ func (p *keyedProcessOp[K, IN, OUT]) Open() error {
 	return nil
 }
 
-func (p *keyedProcessOp[K, IN, OUT]) Collect(v IN) {
-	p.tr.Cur = p.id
-	k := p.ks.key(v)
-	p.rt.SetKey(p.ks.keyCodec.Append(p.rt.KeyBuf(), k))
-	p.kctx.key = k
-	if err := p.fn.ProcessElement(p.kctx, v); err != nil {
-		p.ctx.Fail(err)
-	}
-	p.tr.Cur = p.parent
-}
-
-func (p *keyedProcessOp[K, IN, OUT]) onTimer(t timer.Timer, eventTime bool) error {
+func (p *keyedOp[K, OUT]) onTimer(t timer.Timer, eventTime bool) error {
 	h, ok := p.fn.(TimerHandler[K, OUT])
 	if !ok {
 		return nil
 	}
-	k, _, err := p.ks.keyCodec.Decode(t.Key)
+	k, _, err := p.keyCodec.Decode(t.Key)
 	if err != nil {
 		return fmt.Errorf("decode timer key: %w", err)
 	}
@@ -163,26 +182,26 @@ func (p *keyedProcessOp[K, IN, OUT]) onTimer(t timer.Timer, eventTime bool) erro
 }
 
 // SnapshotState adds the keyed state and timers to the operator state.
-func (p *keyedProcessOp[K, IN, OUT]) SnapshotState(id int64, opts checkpoint.Options) (task.OperatorSnapshot, error) {
+func (p *keyedOp[K, OUT]) SnapshotState(id int64, opts checkpoint.Options) (task.OperatorSnapshot, error) {
 	s, _ := p.opBase.SnapshotState(id, opts)
 	return s, p.rt.Snapshot(id, opts, &s)
 }
 
 // NotifyCheckpointComplete implements task.CheckpointListener.
-func (p *keyedProcessOp[K, IN, OUT]) NotifyCheckpointComplete(id int64) error {
+func (p *keyedOp[K, OUT]) NotifyCheckpointComplete(id int64) error {
 	return p.rt.NotifyCheckpointComplete(id)
 }
 
 // NotifyCheckpointAborted implements task.CheckpointListener.
-func (p *keyedProcessOp[K, IN, OUT]) NotifyCheckpointAborted(id int64) error {
+func (p *keyedOp[K, OUT]) NotifyCheckpointAborted(id int64) error {
 	return p.rt.NotifyCheckpointAborted(id)
 }
 
-func (p *keyedProcessOp[K, IN, OUT]) ProcessWatermark(wm int64) error {
+func (p *keyedOp[K, OUT]) ProcessWatermark(wm int64) error {
 	return p.rt.AdvanceWatermark(wm)
 }
 
-func (p *keyedProcessOp[K, IN, OUT]) Close() error {
+func (p *keyedOp[K, OUT]) Close() error {
 	var err error
 	if c, ok := p.fn.(Closer); ok {
 		err = c.Close()

@@ -55,6 +55,13 @@ func (c *Context[OUT]) operatorState() *operator.State { return c.ops }
 // Emit sends v downstream.
 func (c *Context[OUT]) Emit(v OUT) { c.out.Collect(v) }
 
+// Timestamp is the event time of the record being processed, and false if
+// it has none.
+func (c *Context[OUT]) Timestamp() (int64, bool) {
+	ts := c.op.Tracker.Timestamp
+	return ts, ts != task.NoTimestamp
+}
+
 // Subtask is the index of this parallel instance, 0 <= Subtask < Parallelism.
 func (c *Context[OUT]) Subtask() int { return c.op.Subtask }
 

@@ -1,0 +1,306 @@
+package weir
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"iter"
+	"log/slog"
+	"maps"
+
+	"github.com/weirstream/weir/codec"
+	"github.com/weirstream/weir/internal/checkpoint"
+	"github.com/weirstream/weir/internal/graph"
+	"github.com/weirstream/weir/internal/network"
+	"github.com/weirstream/weir/internal/task"
+)
+
+// The broadcast state pattern (Flink's BroadcastProcessFunction): a
+// low-volume stream of rules or settings is broadcast to every subtask of
+// an operator that also reads a regular stream. Every subtask keeps the
+// broadcast records in broadcast state, a map that must evolve the same
+// way on every subtask: it may change only in ProcessBroadcastElement, and
+// ProcessElement sees it read-only. Because it is the same everywhere, a
+// checkpoint stores subtask 0's copy, and every subtask restores that copy
+// at any new parallelism.
+
+// BroadcastProcessFunction handles the records of a regular stream (IN)
+// and of a broadcast stream (BC). It may also implement BroadcastOpener
+// and Closer.
+type BroadcastProcessFunction[IN, BC, OUT any] interface {
+	// ProcessElement handles a record of the regular stream; broadcast
+	// state is read-only here.
+	ProcessElement(ctx *BroadcastContext[OUT], v IN) error
+	// ProcessBroadcastElement handles a record of the broadcast stream,
+	// on every subtask; it may change broadcast state.
+	ProcessBroadcastElement(ctx *BroadcastContext[OUT], v BC) error
+}
+
+// BroadcastOpener is implemented by broadcast functions that obtain their
+// broadcast state handles (GetBroadcastState) before the first record.
+type BroadcastOpener[OUT any] interface {
+	Open(ctx *BroadcastContext[OUT]) error
+}
+
+// BroadcastContext is what a broadcast function sees of its subtask.
+type BroadcastContext[OUT any] struct {
+	op       *task.OpContext
+	out      network.Output[OUT]
+	readOnly bool
+	states   map[string]broadcastStore
+	names    []string // of states, in registration order
+}
+
+// Emit sends v downstream.
+func (c *BroadcastContext[OUT]) Emit(v OUT) { c.out.Collect(v) }
+
+// Subtask is the index of this parallel instance.
+func (c *BroadcastContext[OUT]) Subtask() int { return c.op.Subtask }
+
+// Parallelism is the operator's number of subtasks.
+func (c *BroadcastContext[OUT]) Parallelism() int { return c.op.Parallelism }
+
+// CurrentWatermark is the operator's current event time.
+func (c *BroadcastContext[OUT]) CurrentWatermark() int64 { return c.op.CurrentWatermark() }
+
+// Logger returns a logger that names the job, operator and subtask.
+func (c *BroadcastContext[OUT]) Logger() *slog.Logger { return c.op.Logger }
+
+// broadcastStore is a broadcast state, untyped, as a snapshot encodes it.
+type broadcastStore interface {
+	encode() []byte
+}
+
+// broadcastStatePrefix names the union list state a broadcast state is
+// checkpointed in.
+const broadcastStatePrefix = "broadcast-state/"
+
+// BroadcastState is a map replicated on every subtask of a broadcast
+// operator (see BroadcastProcessFunction).
+type BroadcastState[K comparable, V any] struct {
+	name     string
+	m        map[K]V
+	kc       codec.Codec[K]
+	vc       codec.Codec[V]
+	readOnly *bool
+	fail     func(error)
+}
+
+// GetBroadcastState returns the broadcast state d describes (its name,
+// key codec and value codec; nil codecs mean codec.For). The same name
+// returns the same state.
+func GetBroadcastState[K comparable, V any, OUT any](ctx *BroadcastContext[OUT], d MapStateDescriptor[K, V]) (*BroadcastState[K, V], error) {
+	if s, ok := ctx.states[d.Name]; ok {
+		bs, ok := s.(*BroadcastState[K, V])
+		if !ok {
+			return nil, fmt.Errorf("broadcast state %q is already registered with other types", d.Name)
+		}
+		return bs, nil
+	}
+	if d.Name == "" {
+		return nil, errors.New("broadcast state: the descriptor has no name")
+	}
+	kc, vc := d.KeyCodec, d.ValueCodec
+	if kc == nil {
+		var ok bool
+		if kc, ok = codec.For[K](); !ok {
+			return nil, fmt.Errorf("broadcast state %q: key type %s has no built-in codec: set KeyCodec", d.Name, typeNameOf[K]())
+		}
+	}
+	if vc == nil {
+		var ok bool
+		if vc, ok = codec.For[V](); !ok {
+			return nil, fmt.Errorf("broadcast state %q: value type %s has no built-in codec: set ValueCodec", d.Name, typeNameOf[V]())
+		}
+	}
+	s := &BroadcastState[K, V]{name: d.Name, m: map[K]V{}, kc: kc, vc: vc, readOnly: &ctx.readOnly, fail: ctx.op.Fail}
+	if r := ctx.op.Restored; r != nil {
+		// Only subtask 0's copy is stored (broadcastOp.SnapshotState).
+		if l, ok := r.List(broadcastStatePrefix + d.Name); ok && len(l.Elements) > 0 {
+			if err := s.decode(l.Elements[0]); err != nil {
+				return nil, err
+			}
+		}
+	}
+	ctx.states[d.Name] = s
+	ctx.names = append(ctx.names, d.Name)
+	return s, nil
+}
+
+// Get returns the value of k.
+func (s *BroadcastState[K, V]) Get(k K) (V, bool) {
+	v, ok := s.m[k]
+	return v, ok
+}
+
+// Contains reports whether k is in the map.
+func (s *BroadcastState[K, V]) Contains(k K) bool {
+	_, ok := s.m[k]
+	return ok
+}
+
+// Len is the number of entries.
+func (s *BroadcastState[K, V]) Len() int { return len(s.m) }
+
+// All iterates over the entries in an unspecified order; the map must not
+// change during the iteration.
+func (s *BroadcastState[K, V]) All() iter.Seq2[K, V] { return maps.All(s.m) }
+
+func (s *BroadcastState[K, V]) writable(what string) bool {
+	if *s.readOnly {
+		s.fail(fmt.Errorf("broadcast state %q: %s in ProcessElement: broadcast state is read-only there, change it in ProcessBroadcastElement so every subtask keeps the same map", s.name, what))
+		return false
+	}
+	return true
+}
+
+// Put sets k to v. Only ProcessBroadcastElement may change broadcast
+// state; anywhere else Put fails the job.
+func (s *BroadcastState[K, V]) Put(k K, v V) {
+	if s.writable("Put") {
+		s.m[k] = v
+	}
+}
+
+// Remove deletes k (only in ProcessBroadcastElement).
+func (s *BroadcastState[K, V]) Remove(k K) {
+	if s.writable("Remove") {
+		delete(s.m, k)
+	}
+}
+
+// Clear removes every entry (only in ProcessBroadcastElement).
+func (s *BroadcastState[K, V]) Clear() {
+	if s.writable("Clear") {
+		clear(s.m)
+	}
+}
+
+// encode writes the entries as a count, then length-prefixed keys and
+// values.
+func (s *BroadcastState[K, V]) encode() []byte {
+	b := binary.AppendUvarint(nil, uint64(len(s.m)))
+	var tmp []byte
+	for k, v := range s.m {
+		tmp = s.kc.Append(tmp[:0], k)
+		b = append(binary.AppendUvarint(b, uint64(len(tmp))), tmp...)
+		tmp = s.vc.Append(tmp[:0], v)
+		b = append(binary.AppendUvarint(b, uint64(len(tmp))), tmp...)
+	}
+	return b
+}
+
+func (s *BroadcastState[K, V]) decode(b []byte) error {
+	bad := fmt.Errorf("restore broadcast state %q: %w", s.name, codec.ErrCorrupt)
+	n, w := binary.Uvarint(b)
+	if w <= 0 {
+		return bad
+	}
+	b = b[w:]
+	next := func() ([]byte, bool) {
+		l, w := binary.Uvarint(b)
+		if w <= 0 || uint64(len(b)-w) < l {
+			return nil, false
+		}
+		e := b[w : w+int(l)]
+		b = b[w+int(l):]
+		return e, true
+	}
+	for range n {
+		kb, ok1 := next()
+		vb, ok2 := next()
+		if !ok1 || !ok2 {
+			return bad
+		}
+		k, _, err := s.kc.Decode(kb)
+		if err != nil {
+			return fmt.Errorf("restore broadcast state %q: key: %w", s.name, err)
+		}
+		v, _, err := s.vc.Decode(vb)
+		if err != nil {
+			return fmt.Errorf("restore broadcast state %q: value: %w", s.name, err)
+		}
+		s.m[k] = v
+	}
+	return nil
+}
+
+// BroadcastProcess applies a broadcast function to the records of s and
+// of bc; every subtask sees every record of bc. newFn is called once per
+// subtask.
+func BroadcastProcess[IN, BC, OUT any](s *DataStream[IN], bc *DataStream[BC], newFn func() BroadcastProcessFunction[IN, BC, OUT]) *DataStream[OUT] {
+	if s.env != bc.env {
+		s.env.errorf("BroadcastProcess: the streams belong to different environments")
+	}
+	return connectTwo(s, bc.Broadcast(), &graph.Node{Name: "BroadcastProcess"}, newNodeImpl(func(ctx *task.OpContext, out network.Output[OUT]) (task.Built, error) {
+		fn := newFn()
+		if fn == nil {
+			return task.Built{}, errors.New("BroadcastProcess: the function factory returned nil")
+		}
+		op := &broadcastOp[IN, BC, OUT]{opBase: newOpBase(ctx), fn: fn}
+		op.bctx = &BroadcastContext[OUT]{op: ctx, out: out, states: map[string]broadcastStore{}}
+		return task.Built{Op: op, Input: network.Output[IN](broadcastInput[IN, BC, OUT]{op}),
+			Input2: network.Output[BC](broadcastSide[IN, BC, OUT]{op})}, nil
+	}))
+}
+
+type broadcastOp[IN, BC, OUT any] struct {
+	opBase
+	fn   BroadcastProcessFunction[IN, BC, OUT]
+	bctx *BroadcastContext[OUT]
+}
+
+func (p *broadcastOp[IN, BC, OUT]) Open() error {
+	if o, ok := p.fn.(BroadcastOpener[OUT]); ok {
+		return o.Open(p.bctx)
+	}
+	return nil
+}
+
+func (p *broadcastOp[IN, BC, OUT]) Close() error {
+	if c, ok := p.fn.(Closer); ok {
+		return c.Close()
+	}
+	return nil
+}
+
+// SnapshotState stores subtask 0's copy of every broadcast state in a
+// union list (the other subtasks store empty lists): a restore at any
+// parallelism hands that one copy to every subtask.
+func (p *broadcastOp[IN, BC, OUT]) SnapshotState(id int64, opts checkpoint.Options) (task.OperatorSnapshot, error) {
+	for _, name := range p.bctx.names {
+		l, err := p.opState.List(broadcastStatePrefix+name, true)
+		if err != nil {
+			return task.OperatorSnapshot{}, err
+		}
+		l.Elements = nil
+		if p.ctx.Subtask == 0 {
+			l.Elements = [][]byte{p.bctx.states[name].encode()}
+		}
+	}
+	return p.opBase.SnapshotState(id, opts)
+}
+
+type broadcastInput[IN, BC, OUT any] struct{ p *broadcastOp[IN, BC, OUT] }
+
+func (c broadcastInput[IN, BC, OUT]) Collect(v IN) {
+	p := c.p
+	p.tr.Cur = p.id
+	p.bctx.readOnly = true
+	if err := p.fn.ProcessElement(p.bctx, v); err != nil {
+		p.ctx.Fail(err)
+	}
+	p.tr.Cur = p.parent
+}
+
+type broadcastSide[IN, BC, OUT any] struct{ p *broadcastOp[IN, BC, OUT] }
+
+func (c broadcastSide[IN, BC, OUT]) Collect(v BC) {
+	p := c.p
+	p.tr.Cur = p.id
+	p.bctx.readOnly = false
+	if err := p.fn.ProcessBroadcastElement(p.bctx, v); err != nil {
+		p.ctx.Fail(err)
+	}
+	p.tr.Cur = p.parent
+}

@@ -27,7 +27,7 @@ func TestBenchNexmarkJSON(t *testing.T) {
 func TestBenchNexmarkTableAndErrors(t *testing.T) {
 	r := runCLI(t, "bench", "nexmark", "--query", "q1", "--events", "10000")
 	r.want(t, ExitOK)
-	// 157940 is q1's published Flink per-core figure (157.94 K/s).(157.94 K/s).
+	// 157940 is q1's published Flink per-core figure (157.94 K/s).
 	for _, want := range []string{"events/CPU-s", "Flink V1 events/CPU-s", "157940"} {
 		if !strings.Contains(r.stdout, want) {
 			t.Errorf("table lacks %q:\n%s", want, r.stdout)

@@ -20,6 +20,11 @@ var Queries = map[string]func(events *weir.DataStream[Event], o Output){
 	"q7":  func(ev *weir.DataStream[Event], o Output) { Emit(Q7(ev), o) },
 	"q8":  func(ev *weir.DataStream[Event], o Output) { Emit(Q8(ev), o) },
 	"q11": func(ev *weir.DataStream[Event], o Output) { Emit(Q11(ev), o) },
+	"q12": func(ev *weir.DataStream[Event], o Output) { Emit(Q12(ev), o) },
+	"q13": func(ev *weir.DataStream[Event], o Output) { Emit(Q13(ev), o) },
+	"q14": func(ev *weir.DataStream[Event], o Output) { Emit(Q14(ev), o) },
+	"q21": func(ev *weir.DataStream[Event], o Output) { Emit(Q21(ev), o) },
+	"q22": func(ev *weir.DataStream[Event], o Output) { Emit(Q22(ev), o) },
 }
 
 // QueryNames returns the names of Queries in numeric order.

@@ -51,6 +51,44 @@ func appendOnly[T any](name string, q func(*weir.DataStream[nexmark.Event]) *wei
 	}
 }
 
+// updating is the case of a query whose result rows update: weir's last
+// row per RowKey must be the reference's row of that key. Each key's
+// updates come from one subtask, which emits them in order to the sink
+// chained to it, so the last row of a key to arrive is its final one.
+func updating[T nexmark.Updating](name string, q func(*weir.DataStream[nexmark.Event]) *weir.DataStream[T],
+	ref func([]nexmark.Bid) ([]T, int), minGroups int) sqlCase {
+	return sqlCase{
+		name: name,
+		run: func(t *testing.T, p int) []string {
+			rows := runRawOn(t, p, sqlConfig(), q)
+			last := map[string]T{}
+			for _, r := range rows {
+				last[r.RowKey()] = r
+			}
+			if len(last) == len(rows) {
+				t.Errorf("%s: no row was ever updated; the test input exercises no update", name)
+			}
+			var out []T
+			for _, r := range last {
+				out = append(out, r)
+			}
+			return render(out)
+		},
+		ref: func(bs []nexmark.Bid) ([]string, int) {
+			rows, n := ref(bs)
+			keys := map[string]bool{}
+			for _, r := range rows {
+				if keys[r.RowKey()] {
+					panic(fmt.Sprintf("%s: reference has two rows of key %q", name, r.RowKey()))
+				}
+				keys[r.RowKey()] = true
+			}
+			return render(rows), n
+		},
+		minGroups: minGroups,
+	}
+}
+
 func sqlCases() []sqlCase {
 	return []sqlCase{
 		appendOnly("q0", nexmark.Q0, refQ0, 0),
@@ -60,6 +98,9 @@ func sqlCases() []sqlCase {
 		appendOnly("q11", nexmark.Q11, refQ11, 2),
 		appendOnly("q13", nexmark.Q13, refQ13, 0),
 		appendOnly("q14", nexmark.Q14, refQ14, 0),
+		updating("q15", nexmark.Q15, refQ15, 2),
+		updating("q16", nexmark.Q16, refQ16, 2),
+		updating("q17", nexmark.Q17, refQ17, 2),
 		appendOnly("q21", nexmark.Q21, refQ21, 0),
 		appendOnly("q22", nexmark.Q22, refQ22, 0),
 	}
@@ -204,6 +245,89 @@ func refQ14(bs []nexmark.Bid) ([]nexmark.ClassifiedBid, int) {
 			BidTimeType: refBidTimeType(b.DateTime), DateTime: b.DateTime, Extra: b.Extra, CCounts: c})
 	}
 	return out, 0
+}
+
+func refDay(ts int64) string { return time.UnixMilli(ts).UTC().Format("2006-01-02") }
+
+// refRank is the price level of the FILTER clauses, 0 for none.
+func refRank(price int64, r int) bool {
+	switch r {
+	case 1:
+		return price < 10000
+	case 2:
+		return price >= 10000 && price < 1000000
+	case 3:
+		return price >= 1000000
+	}
+	return true
+}
+
+// refDistinct evaluates q15's and q16's counts over a group's bids.
+func refDistinct(bs []nexmark.Bid) nexmark.DistinctCounts {
+	var bids [4]int64
+	var bidders, auctions [4]map[int64]bool
+	for r := range 4 {
+		bidders[r], auctions[r] = map[int64]bool{}, map[int64]bool{}
+		for _, b := range bs {
+			if refRank(b.Price, r) {
+				bids[r]++
+				bidders[r][b.Bidder] = true
+				auctions[r][b.Auction] = true
+			}
+		}
+	}
+	return nexmark.DistinctCounts{
+		BidCounts:    nexmark.BidCounts{TotalBids: bids[0], Rank1Bids: bids[1], Rank2Bids: bids[2], Rank3Bids: bids[3]},
+		TotalBidders: int64(len(bidders[0])), Rank1Bidders: int64(len(bidders[1])), Rank2Bidders: int64(len(bidders[2])), Rank3Bidders: int64(len(bidders[3])),
+		TotalAuctions: int64(len(auctions[0])), Rank1Auctions: int64(len(auctions[1])), Rank2Auctions: int64(len(auctions[2])), Rank3Auctions: int64(len(auctions[3])),
+	}
+}
+
+// groupBids groups bids by key, in bid order.
+func groupBids[K comparable](bs []nexmark.Bid, key func(nexmark.Bid) K) map[K][]nexmark.Bid {
+	g := map[K][]nexmark.Bid{}
+	for _, b := range bs {
+		g[key(b)] = append(g[key(b)], b)
+	}
+	return g
+}
+
+func refQ15(bs []nexmark.Bid) ([]nexmark.DailyStats, int) {
+	var out []nexmark.DailyStats
+	for day, g := range groupBids(bs, func(b nexmark.Bid) string { return refDay(b.DateTime) }) {
+		out = append(out, nexmark.DailyStats{Day: day, DistinctCounts: refDistinct(g)})
+	}
+	return out, len(out)
+}
+
+func refQ16(bs []nexmark.Bid) ([]nexmark.ChannelStats, int) {
+	var out []nexmark.ChannelStats
+	for k, g := range groupBids(bs, func(b nexmark.Bid) [2]string { return [2]string{b.Channel, refDay(b.DateTime)} }) {
+		minute := ""
+		for _, b := range g {
+			minute = max(minute, time.UnixMilli(b.DateTime).UTC().Format("15:04"))
+		}
+		out = append(out, nexmark.ChannelStats{Channel: k[0], Day: k[1], Minute: minute, DistinctCounts: refDistinct(g)})
+	}
+	return out, len(out)
+}
+
+func refQ17(bs []nexmark.Bid) ([]nexmark.AuctionStats, int) {
+	type key struct {
+		auction int64
+		day     string
+	}
+	var out []nexmark.AuctionStats
+	for k, g := range groupBids(bs, func(b nexmark.Bid) key { return key{b.Auction, refDay(b.DateTime)} }) {
+		c := refDistinct(g).BidCounts
+		lo, hi, sum := g[0].Price, g[0].Price, int64(0)
+		for _, b := range g {
+			lo, hi, sum = min(lo, b.Price), max(hi, b.Price), sum+b.Price
+		}
+		out = append(out, nexmark.AuctionStats{Auction: k.auction, Day: k.day, BidCounts: c,
+			MinPrice: lo, MaxPrice: hi, AvgPrice: sum / int64(len(g)), SumPrice: sum})
+	}
+	return out, len(out)
 }
 
 // refChannelID is REGEXP_EXTRACT(url, '(&|^)channel_id=([^&]*)', 2): the

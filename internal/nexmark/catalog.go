@@ -26,6 +26,8 @@ var Queries = map[string]func(events *weir.DataStream[Event], o Output){
 	"q15": func(ev *weir.DataStream[Event], o Output) { Emit(Q15(ev), o) },
 	"q16": func(ev *weir.DataStream[Event], o Output) { Emit(Q16(ev), o) },
 	"q17": func(ev *weir.DataStream[Event], o Output) { Emit(Q17(ev), o) },
+	"q18": func(ev *weir.DataStream[Event], o Output) { Emit(Q18(ev), o) },
+	"q19": func(ev *weir.DataStream[Event], o Output) { Emit(Q19(ev), o) },
 	"q21": func(ev *weir.DataStream[Event], o Output) { Emit(Q21(ev), o) },
 	"q22": func(ev *weir.DataStream[Event], o Output) { Emit(Q22(ev), o) },
 }

@@ -1,6 +1,7 @@
 package nexmark_test
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"io"
@@ -101,6 +102,8 @@ func sqlCases() []sqlCase {
 		updating("q15", nexmark.Q15, refQ15, 2),
 		updating("q16", nexmark.Q16, refQ16, 2),
 		updating("q17", nexmark.Q17, refQ17, 2),
+		updating("q18", nexmark.Q18, refQ18, 2),
+		updating("q19", nexmark.Q19, refQ19, 2),
 		appendOnly("q21", nexmark.Q21, refQ21, 0),
 		appendOnly("q22", nexmark.Q22, refQ22, 0),
 	}
@@ -326,6 +329,36 @@ func refQ17(bs []nexmark.Bid) ([]nexmark.AuctionStats, int) {
 		}
 		out = append(out, nexmark.AuctionStats{Auction: k.auction, Day: k.day, BidCounts: c,
 			MinPrice: lo, MaxPrice: hi, AvgPrice: sum / int64(len(g)), SumPrice: sum})
+	}
+	return out, len(out)
+}
+
+// refTieOrder is the documented order of bids that tie in q18 and q19:
+// dateTime, price, bidder, auction, channel, url, extra.
+func refTieOrder(a, b nexmark.Bid) int {
+	return cmp.Or(cmp.Compare(a.DateTime, b.DateTime), cmp.Compare(a.Price, b.Price), cmp.Compare(a.Bidder, b.Bidder),
+		cmp.Compare(a.Auction, b.Auction), strings.Compare(a.Channel, b.Channel), strings.Compare(a.URL, b.URL),
+		strings.Compare(a.Extra, b.Extra))
+}
+
+// refQ18: per (bidder, auction), the row numbered 1 by dateTime DESC.
+func refQ18(bs []nexmark.Bid) ([]nexmark.LastBid, int) {
+	var out []nexmark.LastBid
+	for _, g := range groupBids(bs, func(b nexmark.Bid) [2]int64 { return [2]int64{b.Bidder, b.Auction} }) {
+		slices.SortFunc(g, func(a, b nexmark.Bid) int { return -refTieOrder(a, b) })
+		out = append(out, nexmark.LastBid(g[0]))
+	}
+	return out, len(out)
+}
+
+// refQ19: per auction, the rows numbered 1 to 10 by price DESC.
+func refQ19(bs []nexmark.Bid) ([]nexmark.RankedBid, int) {
+	var out []nexmark.RankedBid
+	for _, g := range groupBids(bs, func(b nexmark.Bid) int64 { return b.Auction }) {
+		slices.SortFunc(g, func(a, b nexmark.Bid) int { return cmp.Or(cmp.Compare(b.Price, a.Price), refTieOrder(a, b)) })
+		for i, b := range g[:min(len(g), 10)] {
+			out = append(out, nexmark.RankedBid{Bid: b, RankNumber: int64(i + 1)})
+		}
 	}
 	return out, len(out)
 }

@@ -149,11 +149,8 @@ const Q12Window = 10 * time.Second
 //
 // The windows follow the system clock, so the result depends on the speed
 // of the run, and, as in Flink, windows still open when the input ends
-// never fire: their counts are lost. Unlike Flink, which fires a
-// processing-time timer a millisecond after its time, weir fires it at its
-// time, so a bid that arrives in a window's last millisecond after the
-// window fired opens it again: that bidder then gets a second row for the
-// window (the counts still add up to the bids).
+// never fire: their counts are lost. As in Flink, a window fires once its
+// last millisecond has passed, so it fires once per bidder.
 func Q12(events *weir.DataStream[Event]) *weir.DataStream[BidderCount] {
 	return q12(events, Q12Window)
 }

@@ -303,10 +303,10 @@ var (
 	// come from "channel-N", 0 <= N < 10000.
 	HotChannels = []string{"Google", "Facebook", "Baidu", "Apple"}
 	hotURLs     = []string{
-		"https://www.nexmark.com/googl/item.htm?query=1",
-		"https://www.nexmark.com/meta/item.htm?query=1",
-		"https://www.nexmark.com/bidu/item.htm?query=1",
-		"https://www.nexmark.com/aapl/item.htm?query=1",
+		"https://www.nexmark.com/goo/e_mk/rix/item.htm?query=1",
+		"https://www.nexmark.com/meta/bwu/ux_q/item.htm?query=1",
+		"https://www.nexmark.com/bidu/cya/pjd/item.htm?query=1",
+		"https://www.nexmark.com/aapl/ti_s/hkw/item.htm?query=1",
 	}
 )
 
@@ -410,15 +410,37 @@ func nextBid(c *Config, r *rng, i, ts int64) *Bid {
 }
 
 // channelURL returns the URL of non-hot channel n: the same for every bid
-// of the channel (for a seed), a random path, and in 9 cases of 10 a
-// channel_id parameter, the channel number's 32 bits reversed (as a signed
-// int, as Java's Integer.reverse gives it).
+// of the channel (for a seed), a path of three random directories (as the
+// Nexmark generator's base URL), and in 9 cases of 10 a channel_id
+// parameter, the absolute value of the channel number's 32 bits reversed
+// as a signed int (Java's Math.abs(Integer.reverse(n)), which leaves
+// Integer.MIN_VALUE negative).
 func channelURL(seed uint64, n int64) string {
 	var r rng
 	r.seed(seed, streamChannel, uint64(n))
-	url := "https://www.nexmark.com/" + r.nextString(5) + "/item.htm?query=1"
+	url := "https://www.nexmark.com/" + r.urlPart() + "/" + r.urlPart() + "/" + r.urlPart() + "/item.htm?query=1"
 	if r.intn(10) != 9 {
-		url += "&channel_id=" + strconv.FormatInt(int64(int32(bits.Reverse32(uint32(n)))), 10)
+		id := int32(bits.Reverse32(uint32(n)))
+		if id < 0 {
+			id = -id // MinInt32 stays negative, as in Java
+		}
+		url += "&channel_id=" + strconv.FormatInt(int64(id), 10)
 	}
 	return url
+}
+
+// urlPart returns a URL directory of 3 to 4 letters, some of them '_' (the
+// Nexmark generator's nextString with '_' as its special character).
+func (r *rng) urlPart() string {
+	n := minStringLength + int(r.intn(int64(5-minStringLength)))
+	var buf [8]byte
+	b := buf[:0]
+	for range n {
+		if r.intn(13) == 0 {
+			b = append(b, '_')
+		} else {
+			b = append(b, byte('a'+r.intn(26)))
+		}
+	}
+	return string(b)
 }

@@ -165,7 +165,7 @@ var (
 	lowerText  = regexp.MustCompile(`^([a-z]([a-z ]*[a-z])?)?$`)
 	letters    = regexp.MustCompile(`^[a-z]*$`)
 	channelN   = regexp.MustCompile(`^channel-(\d+)$`)
-	channelURL = regexp.MustCompile(`^https://www\.nexmark\.com/[a-z ]*/item\.htm\?query=1(&channel_id=-?\d+)?$`)
+	channelURL = regexp.MustCompile(`^https://www\.nexmark\.com/([a-z_]{3,4}/){3}item\.htm\?query=1(&channel_id=-?\d+)?$`)
 )
 
 func TestFieldShapes(t *testing.T) {

@@ -292,9 +292,8 @@ type URLDirs struct {
 //
 // SPLIT_INDEX is Flink's: fields are 0-based and empty fields count
 // ("https://host/a" splits into "https:", "", "host", "a"), a field past
-// the last is NULL. Flink's generator makes URLs with three directories
-// (https://www.nexmark.com/d1/d2/d3/item.htm?query=1); this generator's
-// have one, so here dir2 is the "item.htm?..." part and dir3 is NULL.
+// the last is NULL. URLs have three directories, as Flink's generator
+// makes them (https://www.nexmark.com/d1/d2/d3/item.htm?query=1).
 func Q22(events *weir.DataStream[Event]) *weir.DataStream[URLDirs] {
 	return selectBids(events, "Q22", func(b *Bid) (URLDirs, bool) {
 		return URLDirs{Auction: b.Auction, Bidder: b.Bidder, Price: b.Price, Channel: b.Channel,

@@ -54,7 +54,8 @@ const (
 // methods allocate nothing beyond what Pebble and the codecs do.
 type PebbleBackend struct {
 	opts Options
-	db   *pebble.DB
+	// db is the database behind its write-back cache of point writes.
+	db *cachedDB
 
 	key      []byte
 	keyGroup int
@@ -151,7 +152,7 @@ func openPebbleDB(dir string, readOnly bool) (*pebble.DB, error) {
 func newPebbleBackendDB(opts Options, db *pebble.DB) *PebbleBackend {
 	return &PebbleBackend{
 		opts:     opts,
-		db:       db,
+		db:       newCachedDB(db),
 		keyGroup: opts.KeyGroupStart,
 		states:   make(map[string]*pebbleState),
 		byID:     []*pebbleState{nil},

@@ -1,0 +1,238 @@
+package state
+
+import (
+	"context"
+	"io"
+
+	"github.com/cockroachdb/pebble/v2"
+)
+
+// cachedDB is the Pebble database of a backend behind a write-back cache of
+// point writes, the way Flink's RocksDB backend profits from RocksDB's
+// write buffer and block cache but without a commit per write: a keyed
+// operator updates the same few hot keys again and again (a window's
+// count, a running aggregate), and each Pebble Set goes through the commit
+// pipeline and each Get through a merging iterator over the memtables and
+// files.
+//
+// Writes (Set, Delete) go into the dirty map and reach Pebble in one batch
+// when it holds cachedDBLimit bytes, or before anything that reads Pebble
+// other than a point Get: iterators, snapshots, checkpoints, batches,
+// merges and compactions (flush). Point reads look in the dirty map, then
+// in the previous generation (clean: the entries of the last flush, which
+// Pebble also has), then in Pebble. Hot keys therefore stay in memory
+// across flushes; a key untouched for a whole generation falls out of it.
+//
+// Merges of a cached key are applied in the cache (the merger concatenates);
+// of any other key, they go to Pebble directly. Batches change Pebble
+// without going through the dirty map: NewBatch first flushes and then
+// drops the clean generation, so a point read never sees an older value
+// than Pebble holds. Like the
+// backend, a cachedDB is used from one goroutine.
+type cachedDB struct {
+	db    *pebble.DB
+	dirty map[string]*cachedEntry
+	clean map[string]*cachedEntry
+	// size is the number of key and value bytes in dirty; at limit
+	// (cachedDBLimit) they are flushed.
+	size, limit int
+	// err is a failed flush of NewBatch or NewSnapshot, which cannot
+	// return it: every later access returns it (the backend is broken).
+	err error
+}
+
+// cachedEntry is a cached value, or a deletion.
+type cachedEntry struct {
+	val     []byte
+	deleted bool
+}
+
+// cachedDBLimit is how many key and value bytes of writes the cache holds
+// before it writes them to Pebble.
+const cachedDBLimit = 4 << 20
+
+func newCachedDB(db *pebble.DB) *cachedDB {
+	return &cachedDB{db: db, dirty: make(map[string]*cachedEntry), clean: make(map[string]*cachedEntry), limit: cachedDBLimit}
+}
+
+// nopCloser is the closer of a value served from the cache.
+type nopCloser struct{}
+
+func (nopCloser) Close() error { return nil }
+
+// Get returns key's value as pebble.DB.Get does: pebble.ErrNotFound if it
+// has none; the value is valid until the closer is closed.
+func (c *cachedDB) Get(key []byte) ([]byte, io.Closer, error) {
+	if c.err != nil {
+		return nil, nil, c.err
+	}
+	if e, ok := c.dirty[string(key)]; ok {
+		return e.get()
+	}
+	if e, ok := c.clean[string(key)]; ok {
+		return e.get()
+	}
+	return c.db.Get(key)
+}
+
+func (e *cachedEntry) get() ([]byte, io.Closer, error) {
+	if e.deleted {
+		return nil, nil, pebble.ErrNotFound
+	}
+	return e.val, nopCloser{}, nil
+}
+
+// Set stores a copy of val under key.
+func (c *cachedDB) Set(key, val []byte, _ *pebble.WriteOptions) error {
+	return c.put(key, val, false)
+}
+
+// Delete deletes key.
+func (c *cachedDB) Delete(key []byte, _ *pebble.WriteOptions) error {
+	return c.put(key, nil, true)
+}
+
+// put makes key's dirty entry val (copied) or a deletion. An entry already
+// dirty is updated in place, reusing its buffer: values served by Get are
+// decoded before the next access, and no other entry shares the buffer.
+// So updating a dirty key allocates nothing.
+func (c *cachedDB) put(key, val []byte, deleted bool) error {
+	e, ok := c.dirty[string(key)]
+	if ok {
+		c.size -= len(e.val)
+	} else {
+		e = &cachedEntry{}
+		c.dirty[string(key)] = e
+		c.size += len(key)
+	}
+	e.val, e.deleted = append(e.val[:0], val...), deleted
+	c.size += len(e.val)
+	if c.size >= c.limit {
+		return c.flush()
+	}
+	return nil
+}
+
+// flush writes the dirty entries to Pebble in one batch; they become the
+// clean generation.
+func (c *cachedDB) flush() error {
+	if c.err != nil || len(c.dirty) == 0 {
+		return c.err
+	}
+	batch := c.db.NewBatch()
+	for k, e := range c.dirty {
+		var err error
+		if e.deleted {
+			err = batch.Delete([]byte(k), nil)
+		} else {
+			err = batch.Set([]byte(k), e.val, nil)
+		}
+		if err != nil {
+			_ = batch.Close()
+			return err
+		}
+	}
+	if err := batch.Commit(pebble.NoSync); err != nil {
+		_ = batch.Close()
+		return err
+	}
+	if err := batch.Close(); err != nil {
+		return err
+	}
+	old := c.clean
+	c.clean, c.dirty, c.size = c.dirty, old, 0
+	clear(c.dirty)
+	return nil
+}
+
+// bypass flushes and forgets the clean generation, before a change that
+// does not go through the cache.
+func (c *cachedDB) bypass() error {
+	err := c.flush()
+	clear(c.clean)
+	return err
+}
+
+// Merge appends val to key's value, as the backend's merger
+// (pebbleConcatMerger) does: in the cache when it knows the value, else as
+// a Pebble merge (the key is in neither generation, so neither can go
+// stale).
+func (c *cachedDB) Merge(key, val []byte, opts *pebble.WriteOptions) error {
+	if c.err != nil {
+		return c.err
+	}
+	if e, ok := c.dirty[string(key)]; ok {
+		if e.deleted {
+			e.val, e.deleted = e.val[:0], false
+		}
+		e.val = append(e.val, val...)
+		c.size += len(val)
+		if c.size >= c.limit {
+			return c.flush()
+		}
+		return nil
+	}
+	e, ok := c.clean[string(key)]
+	if !ok {
+		return c.db.Merge(key, val, opts)
+	}
+	var old []byte
+	if !e.deleted {
+		old = e.val
+	}
+	merged := make([]byte, 0, len(old)+len(val))
+	return c.put(key, append(append(merged, old...), val...), false)
+}
+
+// NewIter flushes and returns an iterator over the database.
+func (c *cachedDB) NewIter(o *pebble.IterOptions) (*pebble.Iterator, error) {
+	if err := c.flush(); err != nil {
+		return nil, err
+	}
+	return c.db.NewIter(o)
+}
+
+// NewBatch flushes and returns a batch of the database: what it writes does
+// not go through the cache, so the clean generation is dropped. A failed
+// flush is returned by every later access.
+func (c *cachedDB) NewBatch() *pebble.Batch {
+	c.err = c.bypass()
+	return c.db.NewBatch()
+}
+
+// NewSnapshot flushes and returns a snapshot of the database. A failed
+// flush is returned by every later access.
+func (c *cachedDB) NewSnapshot() *pebble.Snapshot {
+	c.err = c.flush()
+	return c.db.NewSnapshot()
+}
+
+// Flush flushes the cache and Pebble's memtables.
+func (c *cachedDB) Flush() error {
+	if err := c.flush(); err != nil {
+		return err
+	}
+	return c.db.Flush()
+}
+
+// Checkpoint flushes the cache and writes a Pebble checkpoint into dir.
+func (c *cachedDB) Checkpoint(dir string) error {
+	if err := c.flush(); err != nil {
+		return err
+	}
+	return c.db.Checkpoint(dir)
+}
+
+// Compact flushes the cache and compacts [start, end).
+func (c *cachedDB) Compact(ctx context.Context, start, end []byte, parallelize bool) error {
+	if err := c.bypass(); err != nil {
+		return err
+	}
+	return c.db.Compact(ctx, start, end, parallelize)
+}
+
+// Close drops the cache and closes the database.
+func (c *cachedDB) Close() error {
+	c.dirty, c.clean = nil, nil
+	return c.db.Close()
+}

@@ -120,49 +120,6 @@ func TestQueriesMatchReference(t *testing.T) {
 	}
 	ref["q2"] = render(q2)
 
-	persons := map[int64]*nexmark.Person{}
-	var auctions []*nexmark.Auction
-	for _, e := range evs {
-		switch e.Kind {
-		case nexmark.KindPerson:
-			persons[e.Person.ID] = e.Person
-		case nexmark.KindAuction:
-			auctions = append(auctions, e.Auction)
-		}
-	}
-	var q3 []nexmark.Q3Result
-	for _, a := range auctions {
-		p := persons[a.Seller]
-		if a.Category == 10 && p != nil && (p.State == "OR" || p.State == "ID" || p.State == "CA") {
-			q3 = append(q3, nexmark.Q3Result{Name: p.Name, City: p.City, State: p.State, Auction: a.ID})
-		}
-	}
-	ref["q3"] = render(q3)
-
-	// q4: the final running average per category.
-	bidsOf := map[int64][]nexmark.Bid{}
-	for _, b := range bs {
-		bidsOf[b.Auction] = append(bidsOf[b.Auction], b)
-	}
-	sum, cnt := map[int64]int64{}, map[int64]int64{}
-	for _, a := range auctions {
-		best, ok := int64(0), false
-		for _, b := range bidsOf[a.ID] {
-			if b.DateTime >= a.DateTime && b.DateTime <= a.Expires && (!ok || b.Price > best) {
-				best, ok = b.Price, true
-			}
-		}
-		if ok {
-			sum[a.Category] += best
-			cnt[a.Category]++
-		}
-	}
-	var q4 []nexmark.CategoryPrice
-	for c := range sum {
-		q4 = append(q4, nexmark.CategoryPrice{Category: c, AvgPrice: sum[c] / cnt[c]})
-	}
-	ref["q4"] = render(q4)
-
 	// q5: per sliding window (10s every 2s) the auctions with most bids.
 	counts := map[[2]int64]int64{} // auction, window end
 	for _, b := range bs {
@@ -181,39 +138,6 @@ func TestQueriesMatchReference(t *testing.T) {
 		}
 	}
 	ref["q5"] = render(q5)
-
-	// q7: per tumbling 10s window the bids with the highest price.
-	top := map[int64]int64{}
-	for _, b := range bs {
-		w := floorWindow(b.DateTime, 10_000)
-		if p, ok := top[w]; !ok || b.Price > p {
-			top[w] = b.Price
-		}
-	}
-	var q7 []nexmark.Bid
-	for _, b := range bs {
-		if b.Price == top[floorWindow(b.DateTime, 10_000)] {
-			q7 = append(q7, b)
-		}
-	}
-	ref["q7"] = render(q7)
-
-	// q8: persons who opened an auction in their creation window.
-	auctionWindows := map[int64]map[int64]bool{}
-	for _, a := range auctions {
-		if auctionWindows[a.Seller] == nil {
-			auctionWindows[a.Seller] = map[int64]bool{}
-		}
-		auctionWindows[a.Seller][floorWindow(a.DateTime, 10_000)] = true
-	}
-	var q8 []nexmark.NewUser
-	for id, p := range persons {
-		w := floorWindow(p.DateTime, 10_000)
-		if auctionWindows[id][w] {
-			q8 = append(q8, nexmark.NewUser{ID: id, Name: p.Name, WindowStart: w})
-		}
-	}
-	ref["q8"] = render(q8)
 
 	// q11: sessions of each bidder (gap 10s).
 	times := map[int64][]int64{}
@@ -242,27 +166,8 @@ func TestQueriesMatchReference(t *testing.T) {
 			check(t, "q0", run(t, p, nexmark.Q0), ref["q0"])
 			check(t, "q1", run(t, p, nexmark.Q1), ref["q1"])
 			check(t, "q2", run(t, p, nexmark.Q2), ref["q2"])
-			check(t, "q3", run(t, p, nexmark.Q3), ref["q3"])
-			check(t, "q4", lastPerCategory(runRaw(t, p, nexmark.Q4)), ref["q4"])
 			check(t, "q5", run(t, p, nexmark.Q5), ref["q5"])
-			check(t, "q7", run(t, p, nexmark.Q7), ref["q7"])
-			check(t, "q8", run(t, p, nexmark.Q8), ref["q8"])
 			check(t, "q11", run(t, p, nexmark.Q11), ref["q11"])
 		})
 	}
-}
-
-// lastPerCategory keeps, of q4's running averages, the last one per
-// category: one subtask emits all updates of a category, in order, and the
-// sink is chained to it, so arrival order is emission order.
-func lastPerCategory(updates []nexmark.CategoryPrice) []string {
-	last := map[int64]nexmark.CategoryPrice{}
-	for _, u := range updates {
-		last[u.Category] = u
-	}
-	var out []nexmark.CategoryPrice
-	for _, u := range last {
-		out = append(out, u)
-	}
-	return render(out)
 }

@@ -13,6 +13,7 @@ import (
 
 	"github.com/weirstream/weir"
 	"github.com/weirstream/weir/internal/nexmark"
+	"github.com/weirstream/weir/source"
 )
 
 // The join queries are checked against brute-force evaluations of their
@@ -312,4 +313,120 @@ func TestJoinQueriesMatchReference(t *testing.T) {
 			joinCheck(t, "q20", joinRender(joinRun(t, p, nexmark.Q20)), ref["q20"])
 		})
 	}
+}
+
+// joinRunEvents runs q at parallelism 1 over evs, in that order, with the
+// timestamps and watermarks of Events, and returns its rows in arrival
+// order.
+func joinRunEvents[T any](t *testing.T, evs []nexmark.Event, q func(*weir.DataStream[nexmark.Event]) *weir.DataStream[T]) []T {
+	t.Helper()
+	env := weir.NewEnvironment(weir.Options{Parallelism: 1, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	src := weir.FromSource(env, source.Collection(evs...)).WithCodec(nexmark.EventCodec())
+	in := weir.AssignTimestampsAndWatermarks(src, weir.BoundedOutOfOrderness(nexmark.WatermarkDelay, nexmark.Event.Timestamp)).
+		WithCodec(nexmark.EventCodec())
+	sink := &joinSink[T]{}
+	weir.SinkTo(q(in), sink)
+	if err := env.Execute(context.Background(), "nexmark-join-edges"); err != nil {
+		t.Fatal(err)
+	}
+	return sink.out
+}
+
+func person(id int64, name, state string, ts int64) nexmark.Event {
+	return nexmark.Event{Kind: nexmark.KindPerson, Person: &nexmark.Person{ID: id, Name: name, State: state, DateTime: ts}}
+}
+
+func auction(id, seller, category, ts, expires int64) nexmark.Event {
+	return nexmark.Event{Kind: nexmark.KindAuction, Auction: &nexmark.Auction{ID: id, Seller: seller, Category: category, DateTime: ts, Expires: expires}}
+}
+
+func bid(auction, bidder, price, ts int64) nexmark.Event {
+	return nexmark.Event{Kind: nexmark.KindBid, Bid: &nexmark.Bid{Auction: auction, Bidder: bidder, Price: price, DateTime: ts}}
+}
+
+// The join queries at the edges the generated events rarely reach: a side
+// that comes before the other, the bounds of windows and lifetimes
+// (inclusive in the SQL), ties, duplicates.
+func TestJoinQueriesEdgeCases(t *testing.T) {
+	t.Run("q3", func(t *testing.T) {
+		evs := []nexmark.Event{
+			auction(1, 7, 10, 100, 5000), // before its seller
+			person(7, "ann", "OR", 200),
+			auction(2, 7, 11, 300, 5000), // not category 10
+			person(8, "bob", "WA", 400),
+			auction(3, 8, 10, 500, 5000), // seller not in OR, ID, CA
+			auction(4, 7, 10, 600, 5000),
+		}
+		want := joinRender([]nexmark.Q3Result{{Name: "ann", State: "OR", ID: 1}, {Name: "ann", State: "OR", ID: 4}})
+		joinCheck(t, "q3", joinRender(joinRunEvents(t, evs, nexmark.Q3)), want)
+	})
+	// Auction 1 lives [1000, 3000], auction 2 [1500, 2000]; both in
+	// category 10.
+	lifetimes := []nexmark.Event{
+		bid(1, 50, 5, 2000), // before its auction
+		auction(1, 7, 10, 1000, 3000),
+		bid(1, 51, 5, 1000),   // at the start
+		bid(1, 52, 8, 3000),   // at the expiry
+		bid(1, 53, 8, 2500),   // ties on price, earlier: wins
+		bid(1, 54, 100, 999),  // before the start
+		bid(1, 55, 100, 3001), // after the expiry
+		auction(2, 7, 10, 1500, 2000),
+		bid(2, 56, 5, 1600),
+		bid(2, 57, 99, 2001), // after the expiry
+		bid(3, 58, 99, 2100), // no such auction
+	}
+	t.Run("q4", func(t *testing.T) {
+		want := joinRender([]nexmark.CategoryPrice{{Category: 10, AvgPrice: (8 + 5) / 2}})
+		joinCheck(t, "q4", joinFinal(joinRunEvents(t, lifetimes, nexmark.Q4)), want)
+	})
+	t.Run("q9", func(t *testing.T) {
+		want := joinRender([]nexmark.Q9Result{
+			{ID: 1, DateTime: 1000, Expires: 3000, Seller: 7, Category: 10, Auction: 1, Bidder: 53, Price: 8, BidDateTime: 2500},
+			{ID: 2, DateTime: 1500, Expires: 2000, Seller: 7, Category: 10, Auction: 2, Bidder: 56, Price: 5, BidDateTime: 1600},
+		})
+		joinCheck(t, "q9", joinRender(joinRunEvents(t, lifetimes, nexmark.Q9)), want)
+	})
+	t.Run("q20", func(t *testing.T) {
+		evs := []nexmark.Event{
+			bid(1, 50, 5, 900), // before its auction
+			auction(1, 7, 10, 1000, 3000),
+			bid(1, 51, 6, 5000), // after the expiry: q20 does not care
+			auction(2, 7, 11, 1000, 3000),
+			bid(2, 52, 7, 1100), // category 11
+		}
+		want := joinRender([]nexmark.Q20Result{
+			{Auction: 1, Bidder: 50, Price: 5, BidDateTime: 900, AuctionDateTime: 1000, Expires: 3000, Seller: 7, Category: 10},
+			{Auction: 1, Bidder: 51, Price: 6, BidDateTime: 5000, AuctionDateTime: 1000, Expires: 3000, Seller: 7, Category: 10},
+		})
+		joinCheck(t, "q20", joinRender(joinRunEvents(t, evs, nexmark.Q20)), want)
+	})
+	t.Run("q7", func(t *testing.T) {
+		evs := []nexmark.Event{
+			bid(1, 50, 7, 0),      // window [0, 10s): max 7, at its start
+			bid(1, 51, 7, 5000),   // a tie
+			bid(1, 52, 7, 10_000), // [10s, 20s) at its start; at [0, 10s)'s end, equal to its max
+			bid(1, 53, 9, 15_000), // [10s, 20s): max 9
+			bid(1, 54, 9, 20_000), // [20s, 30s): max 9, and at [10s, 20s)'s end with its max
+			bid(1, 55, 3, 25_000),
+		}
+		row := func(b nexmark.Event) nexmark.Q7Result {
+			return nexmark.Q7Result{Auction: 1, Bidder: b.Bid.Bidder, Price: b.Bid.Price, DateTime: b.Bid.DateTime}
+		}
+		want := joinRender([]nexmark.Q7Result{row(evs[0]), row(evs[1]), row(evs[2]), row(evs[3]), row(evs[4]), row(evs[4])})
+		joinCheck(t, "q7", joinRender(joinRunEvents(t, evs, nexmark.Q7)), want)
+	})
+	t.Run("q8", func(t *testing.T) {
+		evs := []nexmark.Event{
+			person(7, "ann", "OR", 9_999),
+			auction(1, 7, 10, 10_000, 20_000), // the next window
+			person(8, "bob", "OR", 10_500),
+			person(8, "bob", "OR", 11_000), // the same row again
+			person(8, "bo", "OR", 11_500),  // another name
+			auction(2, 8, 10, 12_000, 20_000),
+			auction(3, 8, 10, 19_999, 30_000),
+			person(9, "cy", "OR", 21_000), // no auction
+		}
+		want := joinRender([]nexmark.NewUser{{ID: 8, Name: "bob", StartTime: 10_000}, {ID: 8, Name: "bo", StartTime: 10_000}})
+		joinCheck(t, "q8", joinRender(joinRunEvents(t, evs, nexmark.Q8)), want)
+	})
 }

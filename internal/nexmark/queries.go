@@ -11,11 +11,10 @@ import (
 // weir API. Each takes the timestamped event stream (Events) and returns
 // its result stream; Queries registers them by name for the benchmark.
 //
-// Joins are keyed processes over the one event stream (persons and
-// auctions, or auctions and bids, keyed by the id they share), so they need
-// no two-input operator; window queries use weir's windows where the SQL
-// groups by a window, and a keyed process per window where a second stage
-// compares groups within a window.
+// The queries that join two relations (q3, q4, q7, q8, q9, q20) are in
+// queries_join.go, with two-input operators. Window queries use weir's
+// windows where the SQL groups by a window, and a keyed process per window
+// where a second stage compares groups within a window.
 
 var int64s = codec.SliceOf(codec.Int64())
 

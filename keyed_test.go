@@ -75,7 +75,9 @@ func TestKeyedProcessEventTimeTimersAndState(t *testing.T) {
 	})
 }
 
-// Processing-time timers fire when the task's clock reaches them.
+// Processing-time timers fire once the task's clock has passed them (at
+// their time + 1 ms, as in Flink: everything at their millisecond comes
+// first).
 func TestKeyedProcessProcessingTimeTimer(t *testing.T) {
 	clk := clock.NewManual(time.UnixMilli(5000))
 	env := testEnv(t, BackendHashMap, clk)
@@ -95,7 +97,7 @@ func TestKeyedProcessProcessingTimeTimer(t *testing.T) {
 	if len(got.strings()) != 0 {
 		t.Fatal("timer fired early")
 	}
-	clk.Advance(100 * time.Millisecond)
+	clk.Advance(101 * time.Millisecond)
 	for len(got.strings()) < 2 && time.Now().Before(deadline) {
 		time.Sleep(time.Millisecond)
 	}

@@ -82,6 +82,9 @@ func TestHelpAndListings(t *testing.T) {
 		{[]string{"config", "--help"}, []string{"keys"}},
 		{[]string{"bench", "--help"}, []string{"pipeline"}},
 		{[]string{"bench", "pipeline", "--help"}, []string{"--edge", "--records", "50000000", "--json", "--parallelism"}},
+		{[]string{"bench", "nexmark", "--help"}, []string{"--query", "--all", "--tps", "--seed", "--state-backend", "(default \"pebble\")",
+			"--checkpoint-interval", "(default 3m0s)", "--incremental", "(default true)", "--checkpointing-mode", "--output"}},
+		{[]string{"nexmark", "generate", "--help"}, []string{"--events", "--tps", "--seed", "--output", "event_type"}},
 	} {
 		t.Run(strings.Join(tc.args, " "), func(t *testing.T) {
 			r := runCLI(t, tc.args...)
@@ -110,7 +113,7 @@ func TestUsageErrors(t *testing.T) {
 			[]string{`unknown job "wordcont"`, `did you mean "wordcount"?`}},
 		{"missing job", []string{"run"}, []string{"missing job", "wordcount"}},
 		{"unknown command", []string{"nosuch"}, []string{`unknown command "nosuch"`, "run"}},
-		{"missing command", nil, []string{"missing command", "bench, checkpoints, config, jobs, run"}},
+		{"missing command", nil, []string{"missing command", "bench, checkpoints, config, jobs, nexmark, run"}},
 		{"unknown config command", []string{"config", "values"}, []string{`unknown command "values"`, "keys"}},
 		{"extra argument", []string{"run", "wordcount", "extra"}, []string{`unexpected argument "extra"`}},
 		{"unknown flag", []string{"run", "wordcount", "--bogus"},

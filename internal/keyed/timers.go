@@ -48,15 +48,19 @@ func (rt *Runtime) DeleteProcessingTime(ts int64, ns []byte) {
 	rt.cl.logTimer(state.TimerDeleteProcessing, t)
 }
 
-// armProcessingTime makes the task fire due processing-time timers at ts.
+// armProcessingTime makes the task fire the processing-time timers due at
+// ts once ts has passed: at ts+1 ms, firing the timers up to a millisecond
+// before now, as Flink does. A timer for ts promises that everything that
+// happens at processing time ts comes before it: a window [s, ts] must not
+// fire while a record of its last millisecond can still arrive.
 func (rt *Runtime) armProcessingTime(ts int64) {
 	if rt.ptWakeup[ts] {
 		return
 	}
 	rt.ptWakeup[ts] = true
-	rt.op.Schedule(time.UnixMilli(ts), func() error {
+	rt.op.Schedule(time.UnixMilli(ts+1), func() error {
 		delete(rt.ptWakeup, ts)
-		return rt.timers.AdvanceProcessingTime(rt.op.Now().UnixMilli(), func(t timer.Timer) error { return rt.fire(t, false) })
+		return rt.timers.AdvanceProcessingTime(rt.op.Now().UnixMilli()-1, func(t timer.Timer) error { return rt.fire(t, false) })
 	})
 }
 

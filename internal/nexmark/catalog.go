@@ -22,6 +22,16 @@ var Queries = map[string]func(events *weir.DataStream[Event], o Output){
 	"q9":  func(ev *weir.DataStream[Event], o Output) { Emit(Q9(ev), o) },
 	"q20": func(ev *weir.DataStream[Event], o Output) { Emit(Q20(ev), o) },
 	"q11": func(ev *weir.DataStream[Event], o Output) { Emit(Q11(ev), o) },
+	"q12": func(ev *weir.DataStream[Event], o Output) { Emit(Q12(ev), o) },
+	"q13": func(ev *weir.DataStream[Event], o Output) { Emit(Q13(ev), o) },
+	"q14": func(ev *weir.DataStream[Event], o Output) { Emit(Q14(ev), o) },
+	"q15": func(ev *weir.DataStream[Event], o Output) { Emit(Q15(ev), o) },
+	"q16": func(ev *weir.DataStream[Event], o Output) { Emit(Q16(ev), o) },
+	"q17": func(ev *weir.DataStream[Event], o Output) { Emit(Q17(ev), o) },
+	"q18": func(ev *weir.DataStream[Event], o Output) { Emit(Q18(ev), o) },
+	"q19": func(ev *weir.DataStream[Event], o Output) { Emit(Q19(ev), o) },
+	"q21": func(ev *weir.DataStream[Event], o Output) { Emit(Q21(ev), o) },
+	"q22": func(ev *weir.DataStream[Event], o Output) { Emit(Q22(ev), o) },
 }
 
 // QueryNames returns the names of Queries in numeric order.

@@ -36,39 +36,29 @@ const (
 	q8Window = 10 * time.Second
 )
 
-// personsOf is the person relation of events, each person passed through
-// project, which may drop it (false) or clear the fields the query does
-// not read.
-func personsOf(events *weir.DataStream[Event], name string, project func(Person) (Person, bool)) *weir.DataStream[Person] {
+// selectPersons applies project to every person of events: the persons it
+// accepts, with the fields the query does not read cleared, are the
+// relation the query joins (one FlatMap, named name, chained to the
+// source). selectAuctions does the same for auctions, and selectBids
+// (queries_bid.go) for bids.
+func selectPersons(events *weir.DataStream[Event], name string, project func(p *Person) (Person, bool)) *weir.DataStream[Person] {
 	return weir.FlatMap(events, func(e Event, out weir.Collector[Person]) {
 		if e.Kind == KindPerson {
-			if p, ok := project(*e.Person); ok {
+			if p, ok := project(e.Person); ok {
 				out.Collect(p)
 			}
 		}
 	}).Name(name).WithCodec(PersonCodec())
 }
 
-// auctionsOf is personsOf for auctions.
-func auctionsOf(events *weir.DataStream[Event], name string, project func(Auction) (Auction, bool)) *weir.DataStream[Auction] {
+func selectAuctions(events *weir.DataStream[Event], name string, project func(a *Auction) (Auction, bool)) *weir.DataStream[Auction] {
 	return weir.FlatMap(events, func(e Event, out weir.Collector[Auction]) {
 		if e.Kind == KindAuction {
-			if a, ok := project(*e.Auction); ok {
+			if a, ok := project(e.Auction); ok {
 				out.Collect(a)
 			}
 		}
 	}).Name(name).WithCodec(AuctionCodec())
-}
-
-// bidsOf is personsOf for bids.
-func bidsOf(events *weir.DataStream[Event], name string, project func(Bid) (Bid, bool)) *weir.DataStream[Bid] {
-	return weir.FlatMap(events, func(e Event, out weir.Collector[Bid]) {
-		if e.Kind == KindBid {
-			if b, ok := project(*e.Bid); ok {
-				out.Collect(b)
-			}
-		}
-	}).Name(name).WithCodec(BidCodec())
 }
 
 func personID(p Person) int64       { return p.ID }
@@ -134,11 +124,11 @@ type Q3Result struct {
 // join cannot know that a person's id is never reused, and emits each
 // match once, when its later side arrives.
 func Q3(events *weir.DataStream[Event]) *weir.DataStream[Q3Result] {
-	persons := personsOf(events, "Q3 persons", func(p Person) (Person, bool) {
+	persons := selectPersons(events, "Q3 persons", func(p *Person) (Person, bool) {
 		return Person{ID: p.ID, Name: p.Name, City: p.City, State: p.State},
 			p.State == "OR" || p.State == "ID" || p.State == "CA"
 	})
-	auctions := auctionsOf(events, "Q3 auctions", func(a Auction) (Auction, bool) {
+	auctions := selectAuctions(events, "Q3 auctions", func(a *Auction) (Auction, bool) {
 		return Auction{ID: a.ID, Seller: a.Seller}, a.Category == 10
 	})
 	return weir.KeyedCoProcess(weir.ConnectKeyed(weir.KeyBy(persons, personID), weir.KeyBy(auctions, auctionSeller)),
@@ -182,8 +172,8 @@ type Q20Result struct {
 // auction might still come, nor can an auction, as bids might), and emits
 // each bid with its auction once both are known.
 func Q20(events *weir.DataStream[Event]) *weir.DataStream[Q20Result] {
-	bids := bidsOf(events, "Q20 bids", func(b Bid) (Bid, bool) { return b, true })
-	auctions := auctionsOf(events, "Q20 auctions", func(a Auction) (Auction, bool) { return a, a.Category == 10 })
+	bids := selectBids(events, "Q20 bids", func(b *Bid) (Bid, bool) { return *b, true }).WithCodec(BidCodec())
+	auctions := selectAuctions(events, "Q20 auctions", func(a *Auction) (Auction, bool) { return *a, a.Category == 10 })
 	return weir.KeyedCoProcess(weir.ConnectKeyed(weir.KeyBy(bids, bidAuction), weir.KeyBy(auctions, auctionID)),
 		func() weir.KeyedCoProcessFunction[int64, Bid, Auction, Q20Result] {
 			return &regularJoin[Bid, Auction, Q20Result]{name: "q20", leftCodec: BidCodec(), rightCodec: AuctionCodec(),
@@ -345,12 +335,12 @@ var categoryDeltaCodec = codec.Func(func(b []byte, d categoryDelta) []byte {
 // auction's state goes when the watermark passes its expiry (see
 // auctionWinner): a bid after that cannot fall within its lifetime.
 func Q4(events *weir.DataStream[Event]) *weir.DataStream[CategoryPrice] {
-	auctions := auctionsOf(events, "Q4 auctions", func(a Auction) (Auction, bool) {
+	auctions := selectAuctions(events, "Q4 auctions", func(a *Auction) (Auction, bool) {
 		return Auction{ID: a.ID, DateTime: a.DateTime, Expires: a.Expires, Category: a.Category}, true
 	})
-	bids := bidsOf(events, "Q4 bids", func(b Bid) (Bid, bool) {
+	bids := selectBids(events, "Q4 bids", func(b *Bid) (Bid, bool) {
 		return Bid{Auction: b.Auction, Price: b.Price, DateTime: b.DateTime}, true
-	})
+	}).WithCodec(BidCodec())
 	maxes := weir.KeyedCoProcess(weir.ConnectKeyed(weir.KeyBy(auctions, auctionID), weir.KeyBy(bids, bidAuction)),
 		func() weir.KeyedCoProcessFunction[int64, Auction, Bid, categoryDelta] {
 			return &auctionWinner[categoryDelta]{improved: func(ctx *weir.KeyedContext[int64, categoryDelta], a Auction, prev Bid, hadPrev bool, best Bid) {
@@ -427,10 +417,10 @@ type Q9Result struct {
 // final rows are the same. Bids equal in price and time, which the SQL
 // leaves unordered, are ordered by CompareBids.
 func Q9(events *weir.DataStream[Event]) *weir.DataStream[Q9Result] {
-	auctions := auctionsOf(events, "Q9 auctions", func(a Auction) (Auction, bool) { return a, true })
-	bids := bidsOf(events, "Q9 bids", func(b Bid) (Bid, bool) {
+	auctions := selectAuctions(events, "Q9 auctions", func(a *Auction) (Auction, bool) { return *a, true })
+	bids := selectBids(events, "Q9 bids", func(b *Bid) (Bid, bool) {
 		return Bid{Auction: b.Auction, Bidder: b.Bidder, Price: b.Price, DateTime: b.DateTime, Extra: b.Extra}, true
-	})
+	}).WithCodec(BidCodec())
 	return weir.KeyedCoProcess(weir.ConnectKeyed(weir.KeyBy(auctions, auctionID), weir.KeyBy(bids, bidAuction)),
 		func() weir.KeyedCoProcessFunction[int64, Auction, Bid, Q9Result] {
 			return &auctionWinner[Q9Result]{expired: func(ctx *weir.KeyedContext[int64, Q9Result], a Auction, b Bid) {
@@ -489,9 +479,9 @@ func (maxPrice) Merge(a, b int64) int64     { return max(a, b) }
 // B.price into bidder and B.bidder into price; the columns here hold
 // what their names say.)
 func Q7(events *weir.DataStream[Event]) *weir.DataStream[Q7Result] {
-	bids := bidsOf(events, "Q7 bids", func(b Bid) (Bid, bool) {
+	bids := selectBids(events, "Q7 bids", func(b *Bid) (Bid, bool) {
 		return Bid{Auction: b.Auction, Bidder: b.Bidder, Price: b.Price, DateTime: b.DateTime, Extra: b.Extra}, true
-	})
+	}).WithCodec(BidCodec())
 	partial := weir.AggregateWindows(weir.Window(weir.KeyBy(bids, bidAuction), weir.TumblingEventTimeWindows(q7Window)),
 		maxPrice{}, codec.Int64(), func(_ int64, w weir.TimeWindow, p int64) windowMax { return windowMax{Price: p, End: w.End} }).
 		Name("Q7 max per auction").WithCodec(windowMaxCodec)
@@ -539,8 +529,8 @@ type NewUser struct {
 // however many auctions or person rows it has. The result column is
 // stime, the sink's name for the SELECT's starttime.
 func Q8(events *weir.DataStream[Event]) *weir.DataStream[NewUser] {
-	persons := personsOf(events, "Q8 persons", func(p Person) (Person, bool) { return Person{ID: p.ID, Name: p.Name}, true })
-	auctions := auctionsOf(events, "Q8 auctions", func(a Auction) (Auction, bool) { return Auction{Seller: a.Seller}, true })
+	persons := selectPersons(events, "Q8 persons", func(p *Person) (Person, bool) { return Person{ID: p.ID, Name: p.Name}, true })
+	auctions := selectAuctions(events, "Q8 auctions", func(a *Auction) (Auction, bool) { return Auction{Seller: a.Seller}, true })
 	w := weir.Join(weir.KeyBy(persons, personID), weir.KeyBy(auctions, auctionSeller)).Window(weir.TumblingEventTimeWindows(q8Window))
 	return weir.CoGroupApply(w, func(id int64, win weir.TimeWindow, ps []Person, as []Auction, out weir.Collector[NewUser]) {
 		if len(as) == 0 {

@@ -32,14 +32,15 @@ type Auction struct {
 }
 
 // Bid is a bid on an auction.
+// The JSON names are the columns of Flink's bid view.
 type Bid struct {
-	Auction  int64 // an Auction.ID
-	Bidder   int64 // a Person.ID
-	Price    int64
-	Channel  string
-	URL      string
-	DateTime int64 // event time, Unix ms
-	Extra    string
+	Auction  int64  `json:"auction"` // an Auction.ID
+	Bidder   int64  `json:"bidder"`  // a Person.ID
+	Price    int64  `json:"price"`
+	Channel  string `json:"channel"`
+	URL      string `json:"url"`
+	DateTime int64  `json:"dateTime"` // event time, Unix ms
+	Extra    string `json:"extra"`
 }
 
 // Kind says which of an Event's fields is set.

@@ -186,12 +186,12 @@ func Q20(events *weir.DataStream[Event]) *weir.DataStream[Q20Result] {
 		}).Name("Q20 join")
 }
 
-// CompareBids orders the bids on one auction as q9's ROW_NUMBER does,
+// winnerOrder orders the bids on one auction as q9's ROW_NUMBER does,
 // best first: by price descending, then by time ascending. The SQL leaves
 // bids equal in both unordered (Flink keeps whichever came first); weir
 // orders them by bidder, then channel, URL and extra, so that the winner
 // does not depend on arrival order.
-func CompareBids(a, b Bid) int {
+func winnerOrder(a, b Bid) int {
 	return cmp.Or(cmp.Compare(b.Price, a.Price), cmp.Compare(a.DateTime, b.DateTime), cmp.Compare(a.Bidder, b.Bidder),
 		strings.Compare(a.Channel, b.Channel), strings.Compare(a.URL, b.URL), strings.Compare(a.Extra, b.Extra))
 }
@@ -199,7 +199,7 @@ func CompareBids(a, b Bid) int {
 // auctionWinner joins auctions (input 1) with the bids on them (input 2),
 // keyed by auction id, where the bid was placed within the auction's
 // lifetime (B.dateTime BETWEEN A.dateTime AND A.expires), and keeps the
-// best such bid (CompareBids). improved, if set, is called whenever the
+// best such bid (winnerOrder). improved, if set, is called whenever the
 // best bid changes; expired, if set, when the watermark passes the
 // auction's expiry with a best bid. The watermark cleans the state:
 //
@@ -209,7 +209,7 @@ func CompareBids(a, b Bid) int {
 //     watermark reaches the bid's time, after which an auction on time
 //     starts too late for it. A bid without an auction that is already
 //     late is dropped at once: its auction has expired, or will start
-//     after the bid.
+//     after the bid unless it is late too.
 type auctionWinner[OUT any] struct {
 	improved func(ctx *weir.KeyedContext[int64, OUT], a Auction, prev Bid, hadPrev bool, best Bid)
 	expired  func(ctx *weir.KeyedContext[int64, OUT], a Auction, best Bid)
@@ -259,7 +259,7 @@ func (w *auctionWinner[OUT]) offer(ctx *weir.KeyedContext[int64, OUT], a Auction
 		return
 	}
 	prev, ok := w.best.Value()
-	if ok && CompareBids(b, prev) >= 0 {
+	if ok && winnerOrder(b, prev) >= 0 {
 		return
 	}
 	w.best.Update(b)
@@ -415,7 +415,7 @@ type Q9Result struct {
 // watermark passes its expiry, when the winner is final, and then drops
 // the auction's state (see auctionWinner; Flink keeps it for ever). The
 // final rows are the same. Bids equal in price and time, which the SQL
-// leaves unordered, are ordered by CompareBids.
+// leaves unordered, are ordered by winnerOrder.
 func Q9(events *weir.DataStream[Event]) *weir.DataStream[Q9Result] {
 	auctions := selectAuctions(events, "Q9 auctions", func(a *Auction) (Auction, bool) { return *a, true })
 	bids := selectBids(events, "Q9 bids", func(b *Bid) (Bid, bool) {

@@ -186,7 +186,7 @@ func joinRefQ4(r joinRelations) []nexmark.CategoryPrice {
 }
 
 // joinRefQ9: per auction the first of its lifetime bids ordered by price
-// descending, then time ascending (then bidder, as CompareBids breaks the
+// descending, then time ascending (then bidder, as winnerOrder breaks the
 // SQL's ties).
 func joinRefQ9(r joinRelations) []nexmark.Q9Result {
 	lifetime := joinLifetimeBids(r)

@@ -19,6 +19,8 @@ var Queries = map[string]func(events *weir.DataStream[Event], o Output){
 	"q5":  func(ev *weir.DataStream[Event], o Output) { Emit(Q5(ev), o) },
 	"q7":  func(ev *weir.DataStream[Event], o Output) { Emit(Q7(ev), o) },
 	"q8":  func(ev *weir.DataStream[Event], o Output) { Emit(Q8(ev), o) },
+	"q9":  func(ev *weir.DataStream[Event], o Output) { Emit(Q9(ev), o) },
+	"q20": func(ev *weir.DataStream[Event], o Output) { Emit(Q20(ev), o) },
 	"q11": func(ev *weir.DataStream[Event], o Output) { Emit(Q11(ev), o) },
 	"q12": func(ev *weir.DataStream[Event], o Output) { Emit(Q12(ev), o) },
 	"q13": func(ev *weir.DataStream[Event], o Output) { Emit(Q13(ev), o) },

@@ -164,3 +164,37 @@ func decodeEvent(src []byte) (Event, int, error) {
 	}
 	return e, d.n, nil
 }
+
+// PersonCodec encodes a Person for network edges and state, as EventCodec
+// encodes a person event.
+func PersonCodec() codec.Codec[Person] { return personCodec }
+
+var personCodec = codec.Func(func(b []byte, p Person) []byte {
+	return appendEvent(b, Event{Kind: KindPerson, Person: &p})
+}, func(src []byte) (Person, int, error) {
+	e, n, err := decodeEvent(src)
+	if err == nil && e.Kind != KindPerson {
+		err = fmt.Errorf("nexmark person: %w: event of kind %d", codec.ErrCorrupt, e.Kind)
+	}
+	if err != nil {
+		return Person{}, 0, err
+	}
+	return *e.Person, n, nil
+})
+
+// AuctionCodec encodes an Auction for network edges and state, as
+// EventCodec encodes an auction event.
+func AuctionCodec() codec.Codec[Auction] { return auctionCodec }
+
+var auctionCodec = codec.Func(func(b []byte, a Auction) []byte {
+	return appendEvent(b, Event{Kind: KindAuction, Auction: &a})
+}, func(src []byte) (Auction, int, error) {
+	e, n, err := decodeEvent(src)
+	if err == nil && e.Kind != KindAuction {
+		err = fmt.Errorf("nexmark auction: %w: event of kind %d", codec.ErrCorrupt, e.Kind)
+	}
+	if err != nil {
+		return Auction{}, 0, err
+	}
+	return *e.Auction, n, nil
+})

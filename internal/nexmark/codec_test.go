@@ -67,3 +67,25 @@ func TestEventCodecCorrupt(t *testing.T) {
 		t.Errorf("decode with trailing bytes: n %d of %d, err %v", n, len(enc), err)
 	}
 }
+
+func TestPersonAndAuctionCodecs(t *testing.T) {
+	c := nexmark.Config{Seed: 5}
+	pc, ac := nexmark.PersonCodec(), nexmark.AuctionCodec()
+	for i := range int64(200) {
+		switch e := nexmark.Generate(c, i); e.Kind {
+		case nexmark.KindPerson:
+			enc := pc.Append([]byte("x"), *e.Person)[1:]
+			if got, n, err := pc.Decode(enc); err != nil || n != len(enc) || got != *e.Person {
+				t.Fatalf("person %d: decoded %+v (%d of %d bytes, %v), want %+v", i, got, n, len(enc), err, *e.Person)
+			}
+			if _, _, err := ac.Decode(enc); !errors.Is(err, codec.ErrCorrupt) {
+				t.Fatalf("a person decoded as an auction: err %v", err)
+			}
+		case nexmark.KindAuction:
+			enc := ac.Append(nil, *e.Auction)
+			if got, n, err := ac.Decode(enc); err != nil || n != len(enc) || got != *e.Auction {
+				t.Fatalf("auction %d: decoded %+v (%d of %d bytes, %v), want %+v", i, got, n, len(enc), err, *e.Auction)
+			}
+		}
+	}
+}

@@ -192,15 +192,18 @@ func IntervalJoin[K, IN1, IN2, OUT any](first *KeyedStream[K, IN1], second *Keye
 	})
 }
 
-// intervalJoin buffers each input's records per key in a map state from
-// timestamp to the records with that timestamp.
+// intervalJoin buffers each input's records per key in a list state of
+// (timestamp, record) pairs. Matching scans the other input's list, as
+// Flink's operator scans its map state; a list is one state entry, which
+// the backends keep hot (the pebble backend's write cache appends to it in
+// memory) where a map would cost an iterator per record.
 type intervalJoin[K, IN1, IN2, OUT any] struct {
 	lower, upper int64
 	fn           func(IN1, IN2, Collector[OUT])
 	c1           codec.Codec[IN1]
 	c2           codec.Codec[IN2]
-	left         *MapState[int64, []IN1]
-	right        *MapState[int64, []IN2]
+	left         *ListState[codec.Pair[int64, IN1]]
+	right        *ListState[codec.Pair[int64, IN2]]
 	out          tsCollector[OUT]
 }
 
@@ -223,8 +226,8 @@ func (j *intervalJoin[K, IN1, IN2, OUT]) Open(ctx *KeyedContext[K, OUT]) error {
 		return errors.New("IntervalJoin: both inputs need codecs (WithCodec) to keep their records in state")
 	}
 	var err1, err2 error
-	j.left, err1 = GetMapState(ctx, MapStateDescriptor[int64, []IN1]{Name: "interval-join-left", ValueCodec: codec.SliceOf(j.c1)})
-	j.right, err2 = GetMapState(ctx, MapStateDescriptor[int64, []IN2]{Name: "interval-join-right", ValueCodec: codec.SliceOf(j.c2)})
+	j.left, err1 = GetListState(ctx, ListStateDescriptor[codec.Pair[int64, IN1]]{Name: "interval-join-left", Codec: codec.PairOf(codec.Int64(), j.c1)})
+	j.right, err2 = GetListState(ctx, ListStateDescriptor[codec.Pair[int64, IN2]]{Name: "interval-join-right", Codec: codec.PairOf(codec.Int64(), j.c2)})
 	j.out = tsCollector[OUT]{tr: ctx.op.Tracker, out: ctx.out}
 	return errors.Join(err1, err2)
 }
@@ -242,13 +245,11 @@ func (j *intervalJoin[K, IN1, IN2, OUT]) ProcessElement1(ctx *KeyedContext[K, OU
 	if err != nil || ts < ctx.CurrentWatermark() {
 		return err // a late record joins nothing
 	}
-	j.left.Put(ts, append(slicesOf(j.left.Get(ts)), a))
-	for bt, bs := range j.right.All() {
-		if bt >= ts+j.lower && bt <= ts+j.upper {
-			j.out.ts = max(ts, bt)
-			for _, b := range bs {
-				j.fn(a, b, &j.out)
-			}
+	j.left.Add(codec.Pair[int64, IN1]{First: ts, Second: a})
+	for _, b := range j.right.Get() {
+		if b.First >= ts+j.lower && b.First <= ts+j.upper {
+			j.out.ts = max(ts, b.First)
+			j.fn(a, b.Second, &j.out)
 		}
 	}
 	ctx.RegisterEventTimeTimer(ts + max(j.upper, 0))
@@ -260,13 +261,11 @@ func (j *intervalJoin[K, IN1, IN2, OUT]) ProcessElement2(ctx *KeyedContext[K, OU
 	if err != nil || ts < ctx.CurrentWatermark() {
 		return err
 	}
-	j.right.Put(ts, append(slicesOf(j.right.Get(ts)), b))
-	for at, as := range j.left.All() {
-		if ts >= at+j.lower && ts <= at+j.upper {
-			j.out.ts = max(ts, at)
-			for _, a := range as {
-				j.fn(a, b, &j.out)
-			}
+	j.right.Add(codec.Pair[int64, IN2]{First: ts, Second: b})
+	for _, a := range j.left.Get() {
+		if ts >= a.First+j.lower && ts <= a.First+j.upper {
+			j.out.ts = max(ts, a.First)
+			j.fn(a.Second, b, &j.out)
 		}
 	}
 	ctx.RegisterEventTimeTimer(ts + max(-j.lower, 0))
@@ -276,26 +275,25 @@ func (j *intervalJoin[K, IN1, IN2, OUT]) ProcessElement2(ctx *KeyedContext[K, OU
 // OnTimer drops the records of either input that no future record can
 // match any more.
 func (j *intervalJoin[K, IN1, IN2, OUT]) OnTimer(_ *KeyedContext[K, OUT], t Timer) error {
-	var stale []int64
-	for at := range j.left.All() {
-		if at+max(j.upper, 0) <= t.Timestamp {
-			stale = append(stale, at)
-		}
-	}
-	for _, at := range stale {
-		j.left.Remove(at)
-	}
-	stale = stale[:0]
-	for bt := range j.right.All() {
-		if bt+max(-j.lower, 0) <= t.Timestamp {
-			stale = append(stale, bt)
-		}
-	}
-	for _, bt := range stale {
-		j.right.Remove(bt)
-	}
+	dropStale(j.left, func(ts int64) bool { return ts+max(j.upper, 0) <= t.Timestamp })
+	dropStale(j.right, func(ts int64) bool { return ts+max(-j.lower, 0) <= t.Timestamp })
 	return nil
 }
 
-// slicesOf returns the value of a map state's Get, nil when absent.
-func slicesOf[T any](v []T, _ bool) []T { return v }
+// dropStale removes the pairs whose timestamp is stale from l.
+func dropStale[T any](l *ListState[codec.Pair[int64, T]], stale func(int64) bool) {
+	all := l.Get()
+	keep := all[:0:0]
+	for _, p := range all {
+		if !stale(p.First) {
+			keep = append(keep, p)
+		}
+	}
+	switch {
+	case len(keep) == len(all):
+	case len(keep) == 0:
+		l.Clear()
+	default:
+		l.Update(keep)
+	}
+}

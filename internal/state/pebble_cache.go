@@ -17,11 +17,12 @@ import (
 //
 // Writes (Set, Delete) go into the dirty map and reach Pebble in one batch
 // when it holds cachedDBLimit bytes, or before anything that reads Pebble
-// other than a point Get: iterators, snapshots, checkpoints, batches,
-// merges and compactions (flush). Point reads look in the dirty map, then
-// in the previous generation (clean: the entries of the last flush, which
-// Pebble also has), then in Pebble. Hot keys therefore stay in memory
-// across flushes; a key untouched for a whole generation falls out of it.
+// other than a point Get: iterators, snapshots, checkpoints, batches and
+// compactions (flush). Point reads look in the dirty map, then in the
+// clean generation (entries Pebble agrees with: those of the last flush,
+// and what point reads found in Pebble, absences included), then in
+// Pebble. Hot keys therefore stay in memory across flushes; a key
+// untouched for a whole generation falls out of it.
 //
 // Merges of a cached key are applied in the cache (the merger concatenates);
 // of any other key, they go to Pebble directly. Batches change Pebble
@@ -34,8 +35,8 @@ type cachedDB struct {
 	dirty map[string]*cachedEntry
 	clean map[string]*cachedEntry
 	// size is the number of key and value bytes in dirty; at limit
-	// (cachedDBLimit) they are flushed.
-	size, limit int
+	// (cachedDBLimit) they are flushed. cleanSize is clean's.
+	size, cleanSize, limit int
 	// err is a failed flush of NewBatch or NewSnapshot, which cannot
 	// return it: every later access returns it (the backend is broken).
 	err error
@@ -72,7 +73,33 @@ func (c *cachedDB) Get(key []byte) ([]byte, io.Closer, error) {
 	if e, ok := c.clean[string(key)]; ok {
 		return e.get()
 	}
-	return c.db.Get(key)
+	val, closer, err := c.db.Get(key)
+	switch {
+	case err == pebble.ErrNotFound:
+		c.remember(key, &cachedEntry{deleted: true})
+	case err == nil && len(val) <= cachedReadMax:
+		e := &cachedEntry{val: append(make([]byte, 0, len(val)), val...)}
+		if err := closer.Close(); err != nil {
+			return nil, nil, err
+		}
+		c.remember(key, e)
+		return e.val, nopCloser{}, nil
+	}
+	return val, closer, err
+}
+
+// cachedReadMax is the largest value a point read keeps in the cache.
+const cachedReadMax = 4 << 10
+
+// remember adds what a point read found in Pebble (or that it found
+// nothing) to the clean generation, which Pebble agrees with. Reads grow
+// the clean generation too; past the limit it starts over.
+func (c *cachedDB) remember(key []byte, e *cachedEntry) {
+	if c.cleanSize += len(key) + len(e.val); c.cleanSize > c.limit {
+		clear(c.clean)
+		c.cleanSize = len(key) + len(e.val)
+	}
+	c.clean[string(key)] = e
 }
 
 func (e *cachedEntry) get() ([]byte, io.Closer, error) {
@@ -140,7 +167,7 @@ func (c *cachedDB) flush() error {
 		return err
 	}
 	old := c.clean
-	c.clean, c.dirty, c.size = c.dirty, old, 0
+	c.clean, c.dirty, c.cleanSize, c.size = c.dirty, old, c.size, 0
 	clear(c.dirty)
 	return nil
 }
@@ -150,6 +177,7 @@ func (c *cachedDB) flush() error {
 func (c *cachedDB) bypass() error {
 	err := c.flush()
 	clear(c.clean)
+	c.cleanSize = 0
 	return err
 }
 

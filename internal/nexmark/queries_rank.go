@@ -131,6 +131,9 @@ func rankOrder(a, b *Bid) int {
 
 type q19TopN struct {
 	top *weir.ValueState[[]Bid] // in rank order, at most TopN
+	// floor is the lowest price in top once it holds TopN bids: a bid
+	// below it cannot enter, which saves decoding top for most bids.
+	floor *weir.ValueState[int64]
 }
 
 var _ weir.KeyedOpener[int64, RankedBid] = (*q19TopN)(nil)
@@ -138,10 +141,17 @@ var _ weir.KeyedOpener[int64, RankedBid] = (*q19TopN)(nil)
 func (q *q19TopN) Open(ctx *weir.KeyedContext[int64, RankedBid]) error {
 	var err error
 	q.top, err = weir.GetValueState(ctx, weir.ValueStateDescriptor[[]Bid]{Name: "top", Codec: codec.SliceOf(BidCodec())})
+	if err != nil {
+		return err
+	}
+	q.floor, err = weir.GetValueState(ctx, weir.ValueStateDescriptor[int64]{Name: "floor"})
 	return err
 }
 
 func (q *q19TopN) ProcessElement(ctx *weir.KeyedContext[int64, RankedBid], b Bid) error {
+	if floor, ok := q.floor.Value(); ok && b.Price < floor {
+		return nil
+	}
 	top, _ := q.top.Value()
 	i, _ := slices.BinarySearchFunc(top, &b, func(x Bid, b *Bid) int { return rankOrder(&x, b) })
 	if i >= TopN {
@@ -151,6 +161,9 @@ func (q *q19TopN) ProcessElement(ctx *weir.KeyedContext[int64, RankedBid], b Bid
 	next := make([]Bid, 0, min(len(top)+1, TopN))
 	next = append(append(append(next, top[:i]...), b), top[i:min(len(top), TopN-1)]...)
 	q.top.Update(next)
+	if len(next) == TopN {
+		q.floor.Update(next[TopN-1].Price)
+	}
 	for r := i; r < len(next); r++ {
 		ctx.Emit(RankedBid{Bid: next[r], RankNumber: int64(r + 1)})
 	}

@@ -401,12 +401,24 @@ func TestKeyedCoProcessRescales(t *testing.T) {
 // rule is a broadcast record: key -> factor.
 type rule struct{ Key, Factor int64 }
 
+func ruleCodec() codec.Codec[rule] {
+	return codec.Func(func(b []byte, r rule) []byte {
+		return fmt.Appendf(b, "%d:%d;", r.Key, r.Factor)
+	}, func(b []byte) (rule, int, error) {
+		var r rule
+		s, _, _ := strings.Cut(string(b), ";")
+		_, err := fmt.Sscanf(s, "%d:%d", &r.Key, &r.Factor)
+		return r, len(s) + 1, err
+	})
+}
+
 // ruleApplier keeps the broadcast rules in broadcast state and, for each
 // number, emits "i,rules,factor" with the number of rules it knows.
 type ruleApplier struct {
-	rules   *weir.BroadcastState[int64, int64]
-	seen    *atomic.Int64
-	illegal bool
+	rules *weir.BroadcastState[int64, int64]
+	// seen counts broadcast records, processed numbers (all subtasks).
+	seen, processed *atomic.Int64
+	illegal         bool
 }
 
 func (f *ruleApplier) Open(ctx *weir.BroadcastContext[string]) error {
@@ -421,6 +433,9 @@ func (f *ruleApplier) ProcessElement(ctx *weir.BroadcastContext[string], i int64
 	}
 	factor, _ := f.rules.Get(i % 10)
 	ctx.Emit(fmt.Sprintf("%d,%d,%d", i, f.rules.Len(), factor))
+	if f.processed != nil {
+		f.processed.Add(1)
+	}
 	return nil
 }
 
@@ -433,68 +448,71 @@ func (f *ruleApplier) ProcessBroadcastElement(_ *weir.BroadcastContext[string], 
 // Broadcast state is checkpointed: a job stopped after every subtask has
 // seen all broadcast rules resumes at another parallelism (the bounded
 // rule source has finished and sends nothing again), and every subtask of
-// the resumed run applies all the rules it restored.
+// the resumed run applies all the rules it restored. The numbers never
+// end: the first run stops at the second checkpoint completed after every
+// subtask saw every rule, the second once it has processed 5,000 numbers.
 func TestBroadcastStateRestoresAtAnotherParallelism(t *testing.T) {
-	const n, nRules = 20_000, 10
+	const nRules, enough = 10, 5000
 	dir := t.TempDir()
 	var rules []rule
 	for k := range int64(nRules) {
 		rules = append(rules, rule{Key: k, Factor: k + 100})
 	}
-	run := func(p int, restore string, stop bool) (*collect[string], error) {
-		ctx, cancel := context.WithCancel(context.Background())
+	// Every line of the resumed run is checked as it passes: the subtask
+	// must know every rule.
+	var checked atomic.Int64
+	var bad atomic.Value
+	check := func(l string) {
+		var i, known, factor int64
+		if _, err := fmt.Sscanf(l, "%d,%d,%d", &i, &known, &factor); err != nil || known != nRules || factor != i%10+100 {
+			bad.CompareAndSwap(nil, l)
+		}
+		checked.Add(1)
+	}
+	run := func(p int, restore string) error {
+		ctx, cancel := context.WithTimeoutCause(context.Background(), 2*time.Minute, errors.New("the run never reached its stopping point"))
 		defer cancel()
 		env := weir.NewEnvironment(weir.Options{Parallelism: p, Logger: quietLogger(t),
 			Checkpoint: weir.CheckpointOptions{Interval: 10 * time.Millisecond, Dir: filepath.Join(dir, "chk"), RestorePath: restore}})
-		var seen, after atomic.Int64
-		weir.SetTestHooks(env, weir.TestHooks{Completed: func(int64, *metadata.Checkpoint) {
-			// Stop at the second checkpoint completed after every
-			// subtask saw every rule.
-			if stop && seen.Load() == int64(p*nRules) && after.Add(1) == 2 {
-				cancel()
+		var seen, processed, after atomic.Int64
+		if restore == "" {
+			weir.SetTestHooks(env, weir.TestHooks{Completed: func(int64, *metadata.Checkpoint) {
+				if seen.Load() == int64(p*nRules) && after.Add(1) == 2 {
+					cancel()
+				}
+			}})
+		}
+		nums := weir.FromSource(env, source.Sequence(0, 1<<40)).UID("numbers")
+		rs := weir.FromSource(env, source.Collection(rules...)).SetParallelism(1).UID("rules").WithCodec(ruleCodec())
+		applied := weir.BroadcastProcess(nums, rs, func() weir.BroadcastProcessFunction[int64, rule, string] {
+			return &ruleApplier{seen: &seen, processed: &processed}
+		}).UID("apply")
+		weir.SinkTo(weir.Filter(applied, func(l string) bool {
+			if restore != "" {
+				check(l)
+				if checked.Load() >= enough {
+					cancel()
+				}
 			}
-		}})
-		nums := weir.Map(weir.FromSource(env, source.Sequence(0, n-1)).UID("numbers"), func(i int64) int64 {
-			if i%50 == 0 {
-				time.Sleep(time.Millisecond)
-			}
-			return i
-		}).UID("slow")
-		rs := weir.FromSource(env, source.Collection(rules...)).SetParallelism(1).UID("rules").
-			WithCodec(codec.Func(func(b []byte, r rule) []byte {
-				return fmt.Appendf(b, "%d:%d;", r.Key, r.Factor)
-			}, func(b []byte) (rule, int, error) {
-				var r rule
-				s, _, _ := strings.Cut(string(b), ";")
-				_, err := fmt.Sscanf(s, "%d:%d", &r.Key, &r.Factor)
-				return r, len(s) + 1, err
-			}))
-		out := &collect[string]{}
-		weir.SinkTo(weir.BroadcastProcess(nums, rs, func() weir.BroadcastProcessFunction[int64, rule, string] {
-			return &ruleApplier{seen: &seen}
-		}).UID("apply"), out)
+			return true
+		}), sink.Discard[string]())
 		_, err := env.ExecuteResult(ctx, "broadcast")
-		return out, err
+		if cause := context.Cause(ctx); errors.Is(err, context.Canceled) && cause != context.Canceled {
+			err = cause
+		}
+		return err
 	}
-	if _, err := run(2, "", true); !errors.Is(err, context.Canceled) {
+	if err := run(2, ""); !errors.Is(err, context.Canceled) {
 		t.Fatalf("first run: %v, want it canceled", err)
 	}
-	out, err := run(3, weir.RestoreLatest, false)
-	if err != nil {
-		t.Fatalf("resumed run: %v", err)
+	if err := run(3, weir.RestoreLatest); !errors.Is(err, context.Canceled) {
+		t.Fatalf("resumed run: %v, want it canceled", err)
 	}
-	lines := out.sorted(strings.Compare)
-	if len(lines) == 0 {
-		t.Fatal("the resumed run processed no numbers")
+	if l := bad.Load(); l != nil {
+		t.Fatalf("resumed run: %q: the subtask did not know all %d rules (factor = key + 100)", l, nRules)
 	}
-	for _, l := range lines {
-		var i, known, factor int64
-		if _, err := fmt.Sscanf(l, "%d,%d,%d", &i, &known, &factor); err != nil {
-			t.Fatal(err)
-		}
-		if known != nRules || factor != i%10+100 {
-			t.Fatalf("resumed run: %q: the subtask knew %d rules (factor %d), want %d (factor %d)", l, known, factor, nRules, i%10+100)
-		}
+	if checked.Load() < enough {
+		t.Fatalf("the resumed run checked %d lines, want %d", checked.Load(), enough)
 	}
 }
 
@@ -505,9 +523,7 @@ func TestBroadcastStateIsReadOnlyForElements(t *testing.T) {
 	nums := weir.FromSource(env, source.Sequence(0, 9))
 	rs := weir.FromSource(env, source.Collection[int64](1))
 	var seen atomic.Int64
-	weir.SinkTo(weir.BroadcastProcess(nums, weir.Map(rs, func(k int64) rule { return rule{Key: k} }).WithCodec(codec.Func(
-		func(b []byte, r rule) []byte { return strconv.AppendInt(b, r.Key, 10) },
-		func(b []byte) (rule, int, error) { k, err := strconv.ParseInt(string(b), 10, 64); return rule{Key: k}, len(b), err })),
+	weir.SinkTo(weir.BroadcastProcess(nums, weir.Map(rs, func(k int64) rule { return rule{Key: k} }).WithCodec(ruleCodec()),
 		func() weir.BroadcastProcessFunction[int64, rule, string] {
 			return &ruleApplier{seen: &seen, illegal: true}
 		}), &collect[string]{})

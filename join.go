@@ -133,15 +133,15 @@ func coGroup[K, IN1, IN2, OUT any](w *WindowedJoin[K, IN1, IN2], name string, fn
 	c1, c2 := first.s.ups[0].out, second.s.ups[0].out
 	impl := newNodeImpl(func(ctx *task.OpContext, out network.Output[OUT]) (task.Built, error) {
 		op := &windowOp[K, joinItem[IN1, IN2]]{opBase: newOpBase(ctx)}
-		var as []IN1
-		var bs []IN2
 		op.w = window.New(ctx, env.keyedConfig, spec, nil, func(rt *keyed.Runtime) (window.Contents[K, joinItem[IN1, IN2]], error) {
 			ic1, ic2 := c1.codecOf(), c2.codecOf()
 			if ic1 == nil || ic2 == nil {
 				return nil, errors.New(name + ": both inputs need codecs (WithCodec) to keep their records in window state")
 			}
 			return window.NewProcess(rt, joinItemCodec(ic1, ic2), func(k K, win window.Window, items []joinItem[IN1, IN2]) error {
-				as, bs = as[:0], bs[:0]
+				// Fresh slices per firing: fn may keep them.
+				var as []IN1
+				var bs []IN2
 				for _, it := range items {
 					if it.second {
 						bs = append(bs, it.b)

@@ -60,7 +60,9 @@ func (rt *Runtime) armProcessingTime(ts int64) {
 	rt.ptWakeup[ts] = true
 	rt.op.Schedule(time.UnixMilli(ts+1), func() error {
 		delete(rt.ptWakeup, ts)
-		return rt.timers.AdvanceProcessingTime(rt.op.Now().UnixMilli()-1, func(t timer.Timer) error { return rt.fire(t, false) })
+		// Up to ts at least: a clock read here that went back must not
+		// skip the timer this wake-up is for.
+		return rt.timers.AdvanceProcessingTime(max(ts, rt.op.Now().UnixMilli()-1), func(t timer.Timer) error { return rt.fire(t, false) })
 	})
 }
 

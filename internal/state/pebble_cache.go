@@ -34,11 +34,12 @@ type cachedDB struct {
 	db    *pebble.DB
 	dirty map[string]*cachedEntry
 	clean map[string]*cachedEntry
-	// size is the number of key and value bytes in dirty; at limit
-	// (cachedDBLimit) they are flushed. cleanSize is clean's.
+	// size is the memory dirty holds (key and value bytes plus
+	// cachedEntryOverhead per entry); at limit (cachedDBLimit) it is
+	// flushed. cleanSize is clean's.
 	size, cleanSize, limit int
-	// err is a failed flush of NewBatch or NewSnapshot, which cannot
-	// return it: every later access returns it (the backend is broken).
+	// err is the first failed flush: every later access returns it (the
+	// backend is broken, and the writes it held are lost).
 	err error
 }
 
@@ -88,6 +89,11 @@ func (c *cachedDB) Get(key []byte) ([]byte, io.Closer, error) {
 	return val, closer, err
 }
 
+// cachedEntryOverhead is what an entry costs beyond its key and value
+// bytes (map slot, entry, string and slice headers), counted against the
+// limit so that it bounds memory, not only payload.
+const cachedEntryOverhead = 96
+
 // cachedReadMax is the largest value a point read keeps in the cache.
 const cachedReadMax = 4 << 10
 
@@ -95,9 +101,10 @@ const cachedReadMax = 4 << 10
 // nothing) to the clean generation, which Pebble agrees with. Reads grow
 // the clean generation too; past the limit it starts over.
 func (c *cachedDB) remember(key []byte, e *cachedEntry) {
-	if c.cleanSize += len(key) + len(e.val); c.cleanSize > c.limit {
+	n := len(key) + len(e.val) + cachedEntryOverhead
+	if c.cleanSize += n; c.cleanSize > c.limit {
 		clear(c.clean)
-		c.cleanSize = len(key) + len(e.val)
+		c.cleanSize = n
 	}
 	c.clean[string(key)] = e
 }
@@ -124,13 +131,16 @@ func (c *cachedDB) Delete(key []byte, _ *pebble.WriteOptions) error {
 // decoded before the next access, and no other entry shares the buffer.
 // So updating a dirty key allocates nothing.
 func (c *cachedDB) put(key, val []byte, deleted bool) error {
+	if c.err != nil {
+		return c.err
+	}
 	e, ok := c.dirty[string(key)]
 	if ok {
 		c.size -= len(e.val)
 	} else {
 		e = &cachedEntry{}
 		c.dirty[string(key)] = e
-		c.size += len(key)
+		c.size += len(key) + cachedEntryOverhead
 	}
 	e.val, e.deleted = append(e.val[:0], val...), deleted
 	c.size += len(e.val)
@@ -161,9 +171,11 @@ func (c *cachedDB) flush() error {
 	}
 	if err := batch.Commit(pebble.NoSync); err != nil {
 		_ = batch.Close()
+		c.err = err
 		return err
 	}
 	if err := batch.Close(); err != nil {
+		c.err = err
 		return err
 	}
 	old := c.clean
@@ -221,18 +233,22 @@ func (c *cachedDB) NewIter(o *pebble.IterOptions) (*pebble.Iterator, error) {
 }
 
 // NewBatch flushes and returns a batch of the database: what it writes does
-// not go through the cache, so the clean generation is dropped. A failed
-// flush is returned by every later access.
-func (c *cachedDB) NewBatch() *pebble.Batch {
-	c.err = c.bypass()
-	return c.db.NewBatch()
+// not go through the cache, so the clean generation is dropped. Between
+// NewBatch and the batch's commit the caller must not read or write
+// through the cache (a point read would cache what the commit changes).
+func (c *cachedDB) NewBatch() (*pebble.Batch, error) {
+	if err := c.bypass(); err != nil {
+		return nil, err
+	}
+	return c.db.NewBatch(), nil
 }
 
-// NewSnapshot flushes and returns a snapshot of the database. A failed
-// flush is returned by every later access.
-func (c *cachedDB) NewSnapshot() *pebble.Snapshot {
-	c.err = c.flush()
-	return c.db.NewSnapshot()
+// NewSnapshot flushes and returns a snapshot of the database.
+func (c *cachedDB) NewSnapshot() (*pebble.Snapshot, error) {
+	if err := c.flush(); err != nil {
+		return nil, err
+	}
+	return c.db.NewSnapshot(), nil
 }
 
 // Flush flushes the cache and Pebble's memtables.

@@ -56,7 +56,8 @@ func TestCachedDBMatchesModel(t *testing.T) {
 			// A batch that bypasses the cache (as map Clear and restores
 			// do) deletes one key and sets another.
 			k1, k2, v := key(), key(), val()
-			batch := c.NewBatch()
+			batch, err := c.NewBatch()
+			pebbleMust(t, err)
 			pebbleMust(t, batch.Delete(k1, nil))
 			pebbleMust(t, batch.Set(k2, v, nil))
 			pebbleMust(t, batch.Commit(pebble.NoSync))
@@ -79,5 +80,35 @@ func TestCachedDBMatchesModel(t *testing.T) {
 				t.Fatalf("step %d: scan saw %d keys, model has %d", step, n, len(model))
 			}
 		}
+	}
+}
+
+// A failed flush breaks the cache for good: every later write, read,
+// snapshot or batch returns the error instead of losing the writes it held
+// silently (a snapshot without them would complete a checkpoint that
+// misses state).
+func TestCachedDBFailedFlushIsSticky(t *testing.T) {
+	b := openPebbleForTest(t, Options{})
+	c := b.db
+	pebbleMust(t, c.Set([]byte("k"), []byte("v"), pebble.NoSync))
+	broken := fmt.Errorf("injected commit failure")
+	c.err = broken // as flush records a failed batch commit
+	if err := c.Set([]byte("k2"), []byte("v"), pebble.NoSync); err != broken {
+		t.Errorf("Set after a failed flush: %v", err)
+	}
+	if _, _, err := c.Get([]byte("k")); err != broken {
+		t.Errorf("Get after a failed flush: %v", err)
+	}
+	if _, err := c.NewSnapshot(); err != broken {
+		t.Errorf("NewSnapshot after a failed flush: %v", err)
+	}
+	if _, err := c.NewBatch(); err != broken {
+		t.Errorf("NewBatch after a failed flush: %v", err)
+	}
+	if _, err := c.NewIter(nil); err != broken {
+		t.Errorf("NewIter after a failed flush: %v", err)
+	}
+	if err := c.Merge([]byte("k"), []byte("v"), pebble.NoSync); err != broken {
+		t.Errorf("Merge after a failed flush: %v", err)
 	}
 }

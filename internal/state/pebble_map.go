@@ -208,7 +208,9 @@ func (s *pebbleMap[K, V]) Clear() (err error) {
 	var batch *pebble.Batch
 	for valid := it.First(); valid; valid = it.Next() {
 		if batch == nil {
-			batch = s.b.db.NewBatch()
+			if batch, err = s.b.db.NewBatch(); err != nil {
+				return s.st.wrap("clear", err)
+			}
 		}
 		if err := batch.Delete(it.Key(), nil); err != nil {
 			_ = batch.Close()

@@ -440,7 +440,10 @@ func RestoreFromNative(b *PebbleBackend, dir string, registry []byte, kgStart, k
 			err = fmt.Errorf("state: restore native snapshot: %w", cerr)
 		}
 	}()
-	batch := b.db.NewBatch()
+	batch, err := b.db.NewBatch()
+	if err != nil {
+		return fmt.Errorf("state: restore native snapshot: %w", err)
+	}
 	defer func() {
 		if batch != nil {
 			_ = batch.Close()
@@ -486,7 +489,9 @@ func RestoreFromNative(b *PebbleBackend, dir string, registry []byte, kgStart, k
 						batch = nil
 						return err
 					}
-					batch = b.db.NewBatch()
+					if batch, err = b.db.NewBatch(); err != nil {
+						return fmt.Errorf("state: restore native snapshot: %w", err)
+					}
 				}
 			}
 			if err := it.Error(); err != nil {

@@ -94,10 +94,14 @@ func takePebbleSnapshot(b *PebbleBackend) (*pebbleSnap, error) {
 			return nil, fmt.Errorf("state: list state %q, restored from a native snapshot, must be registered before a canonical snapshot", st.name)
 		}
 	}
+	snap, err := b.db.NewSnapshot()
+	if err != nil {
+		return nil, fmt.Errorf("state: snapshot: %w", err)
+	}
 	reg := slices.Clone(b.byID[1:])
 	slices.SortFunc(reg, func(x, y *pebbleState) int { return strings.Compare(x.name, y.name) })
 	s := &pebbleSnap{
-		snap:    b.db.NewSnapshot(),
+		snap:    snap,
 		start:   b.opts.KeyGroupStart,
 		end:     b.opts.KeyGroupEnd,
 		sts:     make([]snapState, len(reg)),
@@ -311,8 +315,9 @@ func (p *pebbleSnapSink) states(sts []snapState) error {
 		b.byID = append(b.byID, st)
 		p.ids[i] = st.id
 	}
-	p.batch = b.db.NewBatch()
-	return nil
+	var err error
+	p.batch, err = b.db.NewBatch()
+	return err
 }
 
 func (p *pebbleSnapSink) record(kg, i int, rec *snapRecord) error {
@@ -389,8 +394,9 @@ func (p *pebbleSnapSink) commit() error {
 	if err := p.finish(); err != nil {
 		return err
 	}
-	p.batch = p.b.db.NewBatch()
-	return nil
+	var err error
+	p.batch, err = p.b.db.NewBatch()
+	return err
 }
 
 func (p *pebbleSnapSink) finish() error {
@@ -446,7 +452,11 @@ func (b *PebbleBackend) convertRestoredList(st *pebbleState) (err error) {
 	if err != nil {
 		return fmt.Errorf("state %q: convert restored list: %w", st.name, err)
 	}
-	batch := b.db.NewBatch()
+	batch, err := b.db.NewBatch()
+	if err != nil {
+		_ = it.Close()
+		return fmt.Errorf("state %q: convert restored list: %w", st.name, err)
+	}
 	defer func() {
 		err = errors.Join(err, it.Close())
 		if batch != nil {
@@ -491,7 +501,9 @@ func (b *PebbleBackend) convertRestoredList(st *pebbleState) (err error) {
 					batch = nil
 					return err
 				}
-				batch = b.db.NewBatch()
+				if batch, err = b.db.NewBatch(); err != nil {
+					return err
+				}
 			}
 		}
 		if err := it.Error(); err != nil {

@@ -248,7 +248,7 @@ func (j *Job) buildTask(v *graph.Vertex, index int, gates map[*graph.Vertex][]*n
 			if e.Output >= len(perOutput) {
 				return nil, fmt.Errorf("operator %q has no output %d", node.Name, e.Output)
 			}
-			if in, chained := inputs[e.To]; chained && j.graph.VertexOf[e.To] == v {
+			if in, chained := inputs[e.To]; chained && j.graph.VertexOf[e.To] == v && e.Input == 0 {
 				perOutput[e.Output] = append(perOutput[e.Output], in[0])
 				t.children[i] = append(t.children[i], pos[e.To])
 				continue

@@ -4,6 +4,7 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/weirstream/weir"
@@ -56,8 +57,26 @@ const DollarToEuro = 908
 
 func toEuro(price int64) Decimal3 { return Decimal3(price * DollarToEuro) }
 
-// sqlDate is DATE_FORMAT(ts, 'yyyy-MM-dd').
-func sqlDate(ts int64) string { return time.UnixMilli(ts).UTC().Format("2006-01-02") }
+// sqlDate is DATE_FORMAT(ts, 'yyyy-MM-dd'). Event times advance slowly
+// over days, so the last day formatted is kept (shared by every subtask:
+// key selectors run on several goroutines).
+func sqlDate(ts int64) string {
+	day := ts - mod(ts, 24*time.Hour.Milliseconds())
+	if d := lastDate.Load(); d != nil && d.day == day {
+		return d.s
+	}
+	s := time.UnixMilli(ts).UTC().Format("2006-01-02")
+	lastDate.Store(&formattedDay{day: day, s: s})
+	return s
+}
+
+// formattedDay is a day (its first Unix millisecond) and its sqlDate.
+type formattedDay struct {
+	day int64
+	s   string
+}
+
+var lastDate atomic.Pointer[formattedDay]
 
 // sqlHourMinute is DATE_FORMAT(ts, 'HH:mm').
 func sqlHourMinute(ts int64) string { return time.UnixMilli(ts).UTC().Format("15:04") }

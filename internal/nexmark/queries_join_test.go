@@ -8,7 +8,6 @@ import (
 	"log/slog"
 	"slices"
 	"sort"
-	"sync"
 	"testing"
 
 	"github.com/weirstream/weir"
@@ -27,28 +26,12 @@ func joinConfig() nexmark.Config {
 	return nexmark.Config{Events: 30_000, Seed: 11, FirstEventRate: 200}
 }
 
-// joinSink keeps every record, from any subtask, in arrival order.
-type joinSink[T any] struct {
-	mu  sync.Mutex
-	out []T
-}
-
-func (s *joinSink[T]) CreateWriter(weir.SinkContext) (weir.SinkWriter[T], error) { return s, nil }
-func (s *joinSink[T]) Write(v T) error {
-	s.mu.Lock()
-	s.out = append(s.out, v)
-	s.mu.Unlock()
-	return nil
-}
-func (s *joinSink[T]) Flush() error { return nil }
-func (s *joinSink[T]) Close() error { return nil }
-
 // joinRun runs query q over joinConfig's events at parallelism p and
 // returns its rows in arrival order.
 func joinRun[T any](t *testing.T, p int, q func(*weir.DataStream[nexmark.Event]) *weir.DataStream[T]) []T {
 	t.Helper()
 	env := weir.NewEnvironment(weir.Options{Parallelism: p, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
-	sink := &joinSink[T]{}
+	sink := &collect[T]{}
 	weir.SinkTo(q(nexmark.Events(env, joinConfig())), sink)
 	if err := env.Execute(context.Background(), "nexmark-join-test"); err != nil {
 		t.Fatal(err)
@@ -324,7 +307,7 @@ func joinRunEvents[T any](t *testing.T, evs []nexmark.Event, q func(*weir.DataSt
 	src := weir.FromSource(env, source.Collection(evs...)).WithCodec(nexmark.EventCodec())
 	in := weir.AssignTimestampsAndWatermarks(src, weir.BoundedOutOfOrderness(nexmark.WatermarkDelay, nexmark.Event.Timestamp)).
 		WithCodec(nexmark.EventCodec())
-	sink := &joinSink[T]{}
+	sink := &collect[T]{}
 	weir.SinkTo(q(in), sink)
 	if err := env.Execute(context.Background(), "nexmark-join-edges"); err != nil {
 		t.Fatal(err)

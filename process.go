@@ -12,7 +12,7 @@ import (
 
 // ProcessFunction is the most general operator: it sees each record with a
 // Context through which it emits any number of records. It may also
-// implement Opener, EndOfInputHandler and Closer.
+// implement Opener, EndOfInputHandler, BarrierFlusher and Closer.
 type ProcessFunction[IN, OUT any] interface {
 	// ProcessElement handles one record. An error fails the job.
 	ProcessElement(ctx *Context[OUT], v IN) error
@@ -34,6 +34,16 @@ type Opener[OUT any] interface {
 // a bounded input ends.
 type EndOfInputHandler[OUT any] interface {
 	EndOfInput(ctx *Context[OUT]) error
+}
+
+// BarrierFlusher is implemented by functions that buffer records (a local
+// pre-aggregation, a mini-batch): FlushBeforeBarrier is called at every
+// checkpoint before the operator's state is snapshotted and before the
+// barrier goes downstream, and must emit what the function buffers, so
+// that no buffered record is lost by a restore from that checkpoint
+// (Flink's prepareSnapshotPreBarrier). Emit the rest at EndOfInput.
+type BarrierFlusher[OUT any] interface {
+	FlushBeforeBarrier(ctx *Context[OUT]) error
 }
 
 // Closer is implemented by functions that release resources when the
@@ -115,6 +125,14 @@ func (p *processOp[IN, OUT]) Collect(v IN) {
 func (p *processOp[IN, OUT]) Open() error {
 	if o, ok := p.fn.(Opener[OUT]); ok {
 		return o.Open(p.pctx)
+	}
+	return nil
+}
+
+// PrepareSnapshotPreBarrier implements task.PreBarrier.
+func (p *processOp[IN, OUT]) PrepareSnapshotPreBarrier(int64) error {
+	if f, ok := p.fn.(BarrierFlusher[OUT]); ok {
+		return f.FlushBeforeBarrier(p.pctx)
 	}
 	return nil
 }

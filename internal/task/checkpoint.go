@@ -211,6 +211,14 @@ func (t *task) snapshotAndForward(id, triggerTime int64, opts checkpoint.Options
 			return t.opError(0, fmt.Errorf("snapshot for checkpoint %d: %w", id, err))
 		}
 	}
+	for i, op := range t.ops {
+		if p, ok := op.(PreBarrier); ok {
+			t.tracker.Cur = i
+			if err := p.PrepareSnapshotPreBarrier(id); err != nil {
+				return t.opError(i, fmt.Errorf("flush before the barrier of checkpoint %d: %w", id, err))
+			}
+		}
+	}
 	snaps := make([]OperatorSnapshot, len(t.ops))
 	for i, op := range t.ops {
 		p, ok := op.(Snapshotter)

@@ -48,6 +48,15 @@ type WatermarkHandler interface {
 	ProcessWatermark(wm int64) error
 }
 
+// PreBarrier is implemented by operators that buffer records: at a
+// checkpoint, before any operator of the chain is snapshotted and before
+// the barrier goes downstream, each is asked, head first, to emit what it
+// buffers, so that those records are in the checkpoint's state downstream
+// (Flink's prepareSnapshotPreBarrier).
+type PreBarrier interface {
+	PrepareSnapshotPreBarrier(id int64) error
+}
+
 // WatermarkAssigner marks operators that generate the watermarks of their
 // output themselves (OpContext.EmitWatermark): watermarks from upstream stop
 // at them, except the final one (math.MaxInt64) at the end of input.

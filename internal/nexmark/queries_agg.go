@@ -1,6 +1,7 @@
 package nexmark
 
 import (
+	"encoding/binary"
 	"slices"
 	"strconv"
 
@@ -12,8 +13,9 @@ import (
 // an auction), without a window. In Flink SQL that is an unbounded
 // aggregation whose result rows update with every bid, so these queries
 // emit the group's new row after every bid (Flink's changelog, without its
-// retractions and without the mini-batching Flink may be configured with),
-// and their row types implement Updating with the group as RowKey.
+// retractions; q17 folds its bids in mini-batches first, as Flink's suite
+// configures it), and their row types implement Updating with the group as
+// RowKey.
 //
 // The day key would allow computing them as tumbling one-day event-time
 // windows (emitting each group once when the watermark passes the end of
@@ -254,15 +256,109 @@ var _ Updating = AuctionStats{}
 //
 // avg of a BIGINT is a BIGINT in Flink: the sum divided by the count,
 // truncated.
+//
+// As Flink's suite runs it (mini-batch aggregation, 5,000 rows, and the
+// two-phase local/global plan), each subtask first folds its bids per
+// auction and day in memory, for up to q17Batch bids, and sends one
+// partial aggregate per group of the batch; the keyed stage merges the
+// partials into its state and emits the group's new row once per partial.
+// The local stage empties itself before every checkpoint barrier
+// (weir.BarrierFlusher) and at the end of the input, so nothing it holds
+// is lost by a restore. The final row per group is the SQL's; there are
+// fewer intermediate rows than bids.
 func Q17(events *weir.DataStream[Event]) *weir.DataStream[AuctionStats] {
-	byAuctionDay := weir.KeyByCodec(statBids(events, "Q17"),
-		func(b Bid) codec.Pair[int64, string] {
-			return codec.Pair[int64, string]{First: b.Auction, Second: sqlDate(b.DateTime)}
-		},
+	local := weir.ProcessEach(statBids(events, "Q17"), func() weir.ProcessFunction[Bid, q17Partial] {
+		return &q17Local{acc: map[codec.Pair[int64, string]]*[7]int64{}}
+	}).Name("Q17 local aggregate").WithCodec(q17PartialCodec)
+	byAuctionDay := weir.KeyByCodec(local,
+		func(p q17Partial) codec.Pair[int64, string] { return p.Group },
 		codec.PairOf(codec.Int64(), codec.String()))
-	return weir.KeyedProcess(byAuctionDay, func() weir.KeyedProcessFunction[codec.Pair[int64, string], Bid, AuctionStats] {
+	return weir.KeyedProcess(byAuctionDay, func() weir.KeyedProcessFunction[codec.Pair[int64, string], q17Partial, AuctionStats] {
 		return &q17Agg{}
 	}).Name("Q17 aggregate")
+}
+
+// q17Batch is how many bids q17's local stage folds before it sends its
+// partial aggregates (Flink's table.exec.mini-batch.size in the Nexmark
+// suite).
+const q17Batch = 5000
+
+// q17Partial is a partial aggregate of one auction and day: the four
+// counts, min, max and sum of q17's columns.
+type q17Partial struct {
+	Group codec.Pair[int64, string]
+	Acc   [7]int64
+}
+
+var q17PartialCodec = codec.Func(func(b []byte, p q17Partial) []byte {
+	b = binary.AppendVarint(b, p.Group.First)
+	b = appendString(b, p.Group.Second)
+	for _, v := range p.Acc {
+		b = binary.AppendVarint(b, v)
+	}
+	return b
+}, func(src []byte) (q17Partial, int, error) {
+	d := decoder{src: src}
+	p := q17Partial{Group: codec.Pair[int64, string]{First: d.int(), Second: d.string()}}
+	for i := range p.Acc {
+		p.Acc[i] = d.int()
+	}
+	return p, d.n, d.err
+})
+
+// newQ17Acc is the accumulator of one bid.
+func newQ17Acc(price int64) [7]int64 {
+	a := [7]int64{1, 0, 0, 0, price, price, price}
+	a[priceRank(price)]++
+	return a
+}
+
+// mergeQ17 folds b into a.
+func mergeQ17(a *[7]int64, b *[7]int64) {
+	for i := range 4 {
+		a[i] += b[i]
+	}
+	a[4], a[5], a[6] = min(a[4], b[4]), max(a[5], b[5]), a[6]+b[6]
+}
+
+// q17Local is q17's local stage.
+type q17Local struct {
+	acc map[codec.Pair[int64, string]]*[7]int64
+	n   int
+}
+
+func (q *q17Local) ProcessElement(ctx *weir.Context[q17Partial], b Bid) error {
+	k := codec.Pair[int64, string]{First: b.Auction, Second: sqlDate(b.DateTime)}
+	one := newQ17Acc(b.Price)
+	if a, ok := q.acc[k]; ok {
+		mergeQ17(a, &one)
+	} else {
+		q.acc[k] = &one
+	}
+	if q.n++; q.n >= q17Batch {
+		q.flush(ctx)
+	}
+	return nil
+}
+
+func (q *q17Local) flush(ctx *weir.Context[q17Partial]) {
+	for k, a := range q.acc {
+		ctx.Emit(q17Partial{Group: k, Acc: *a})
+	}
+	clear(q.acc)
+	q.n = 0
+}
+
+// FlushBeforeBarrier implements weir.BarrierFlusher.
+func (q *q17Local) FlushBeforeBarrier(ctx *weir.Context[q17Partial]) error {
+	q.flush(ctx)
+	return nil
+}
+
+// EndOfInput implements weir.EndOfInputHandler.
+func (q *q17Local) EndOfInput(ctx *weir.Context[q17Partial]) error {
+	q.flush(ctx)
+	return nil
 }
 
 type q17Agg struct {
@@ -277,18 +373,15 @@ func (q *q17Agg) Open(ctx *weir.KeyedContext[codec.Pair[int64, string], AuctionS
 	return err
 }
 
-func (q *q17Agg) ProcessElement(ctx *weir.KeyedContext[codec.Pair[int64, string], AuctionStats], b Bid) error {
-	a, ok := q.acc.Value()
-	if ok {
-		a = slices.Clone(a)
-		a[4], a[5] = min(a[4], b.Price), max(a[5], b.Price)
+func (q *q17Agg) ProcessElement(ctx *weir.KeyedContext[codec.Pair[int64, string], AuctionStats], p q17Partial) error {
+	var a [7]int64
+	if old, ok := q.acc.Value(); ok && len(old) == len(a) {
+		copy(a[:], old)
+		mergeQ17(&a, &p.Acc)
 	} else {
-		a = []int64{0, 0, 0, 0, b.Price, b.Price, 0}
+		a = p.Acc
 	}
-	a[0]++
-	a[priceRank(b.Price)]++
-	a[6] += b.Price
-	q.acc.Update(a)
+	q.acc.Update(a[:])
 	k := ctx.CurrentKey()
 	ctx.Emit(AuctionStats{Auction: k.First, Day: k.Second,
 		BidCounts: BidCounts{TotalBids: a[0], Rank1Bids: a[1], Rank2Bids: a[2], Rank3Bids: a[3]},

@@ -55,7 +55,8 @@ func addInputs[IN any](in *DataStream[IN], n *graph.Node, i int) {
 }
 
 // CoProcessFunction handles the records of two connected streams. It may
-// also implement Opener, EndOfInputHandler, BarrierFlusher and Closer.
+// also implement Opener, EndOfInputHandler, BarrierFlusher,
+// WatermarkListener and Closer.
 type CoProcessFunction[IN1, IN2, OUT any] interface {
 	// ProcessElement1 handles a record of the first input.
 	ProcessElement1(ctx *Context[OUT], v IN1) error
@@ -113,6 +114,13 @@ func (e endAndClose[IN1, OUT]) EndOfInput(ctx *Context[OUT]) error {
 func (e endAndClose[IN1, OUT]) FlushBeforeBarrier(ctx *Context[OUT]) error {
 	if f, ok := e.fn.(BarrierFlusher[OUT]); ok {
 		return f.FlushBeforeBarrier(ctx)
+	}
+	return nil
+}
+
+func (e endAndClose[IN1, OUT]) OnWatermark(ctx *Context[OUT], wm int64) error {
+	if l, ok := e.fn.(WatermarkListener[OUT]); ok {
+		return l.OnWatermark(ctx, wm)
 	}
 	return nil
 }

@@ -12,7 +12,8 @@ import (
 
 // ProcessFunction is the most general operator: it sees each record with a
 // Context through which it emits any number of records. It may also
-// implement Opener, EndOfInputHandler, BarrierFlusher and Closer.
+// implement Opener, EndOfInputHandler, BarrierFlusher, WatermarkListener
+// and Closer.
 type ProcessFunction[IN, OUT any] interface {
 	// ProcessElement handles one record. An error fails the job.
 	ProcessElement(ctx *Context[OUT], v IN) error
@@ -46,6 +47,14 @@ type BarrierFlusher[OUT any] interface {
 	FlushBeforeBarrier(ctx *Context[OUT]) error
 }
 
+// WatermarkListener is implemented by functions that buffer records with
+// event timestamps: OnWatermark is called with every watermark before it is
+// forwarded, so what the function emits there (EmitWithTimestamp) comes
+// before the watermark downstream and is not late.
+type WatermarkListener[OUT any] interface {
+	OnWatermark(ctx *Context[OUT], watermark int64) error
+}
+
 // Closer is implemented by functions that release resources when the
 // subtask ends, after success or failure.
 type Closer interface {
@@ -70,6 +79,17 @@ func (c *Context[OUT]) Emit(v OUT) { c.out.Collect(v) }
 func (c *Context[OUT]) Timestamp() (int64, bool) {
 	ts := c.op.Tracker.Timestamp
 	return ts, ts != task.NoTimestamp
+}
+
+// EmitWithTimestamp sends v downstream with event timestamp ts instead of
+// the current record's (for records a function buffered: see
+// WatermarkListener and BarrierFlusher).
+func (c *Context[OUT]) EmitWithTimestamp(v OUT, ts int64) {
+	tr := c.op.Tracker
+	saved := tr.Timestamp
+	tr.Timestamp = ts
+	c.out.Collect(v)
+	tr.Timestamp = saved
 }
 
 // Subtask is the index of this parallel instance, 0 <= Subtask < Parallelism.
@@ -125,6 +145,14 @@ func (p *processOp[IN, OUT]) Collect(v IN) {
 func (p *processOp[IN, OUT]) Open() error {
 	if o, ok := p.fn.(Opener[OUT]); ok {
 		return o.Open(p.pctx)
+	}
+	return nil
+}
+
+// ProcessWatermark implements task.WatermarkHandler.
+func (p *processOp[IN, OUT]) ProcessWatermark(wm int64) error {
+	if l, ok := p.fn.(WatermarkListener[OUT]); ok {
+		return l.OnWatermark(p.pctx, wm)
 	}
 	return nil
 }

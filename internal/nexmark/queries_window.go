@@ -1,6 +1,7 @@
 package nexmark
 
 import (
+	"errors"
 	"time"
 
 	"github.com/weirstream/weir"
@@ -35,16 +36,87 @@ type HotItem struct {
 // emits them and drops its state when the watermark passes the window's
 // end, by which time every count of the window has arrived. The count is
 // computed once rather than twice as the SQL's two subqueries do.
+//
+// As Flink plans a window aggregation (a local stage, then the global one
+// over the 2 s slices the hopping windows share), each subtask first counts
+// its bids per auction and slice in memory, for up to q5Batch bids, and
+// sends the partial counts, stamped with their slice's start (which falls
+// into the same windows as every bid of the slice), to the keyed windows.
+// The local stage empties itself before every watermark
+// (weir.WatermarkListener: its counts are never late), before every
+// checkpoint barrier (weir.BarrierFlusher) and at the end of the input.
 func Q5(events *weir.DataStream[Event]) *weir.DataStream[HotItem] {
 	bids := selectBids(events, "Q5 bids", func(b *Bid) (int64, bool) { return b.Auction, true })
+	local := weir.ProcessEach(bids, func() weir.ProcessFunction[int64, codec.Pair[int64, int64]] {
+		return &q5Local{counts: map[[2]int64]int64{}}
+	}).Name("Q5 local counts").WithCodec(codec.PairOf(codec.Int64(), codec.Int64()))
 	counts := weir.AggregateWindows(
-		weir.Window(weir.KeyBy(bids, func(a int64) int64 { return a }), weir.SlidingEventTimeWindows(10*time.Second, 2*time.Second)),
-		countAgg[int64]{}, codec.Int64(),
+		weir.Window(weir.KeyBy(local, func(c codec.Pair[int64, int64]) int64 { return c.First }), weir.SlidingEventTimeWindows(10*time.Second, q5Slide)),
+		sumCounts{}, codec.Int64(),
 		func(a int64, w weir.TimeWindow, n int64) []int64 { return []int64{a, n, w.End} }).
 		Name("Q5 counts").WithCodec(int64s)
 	byWindow := weir.KeyBy(counts, func(c []int64) int64 { return c[2] })
 	return weir.KeyedProcess(byWindow, func() weir.KeyedProcessFunction[int64, []int64, HotItem] { return &q5Max{} }).Name("Q5 max")
 }
+
+// q5Slide is the slide of q5's hopping windows, and so its slices.
+const q5Slide = 2 * time.Second
+
+// q5Batch is how many bids q5's local stage counts before it sends its
+// partial counts (Flink's table.exec.mini-batch.size in the Nexmark suite).
+const q5Batch = 5000
+
+// q5Local counts bids per (auction, slice start) until it flushes.
+type q5Local struct {
+	counts map[[2]int64]int64
+	n      int
+}
+
+func (q *q5Local) ProcessElement(ctx *weir.Context[codec.Pair[int64, int64]], auction int64) error {
+	ts, ok := ctx.Timestamp()
+	if !ok {
+		return errors.New("q5: a bid without a timestamp")
+	}
+	q.counts[[2]int64{auction, ts - mod(ts, q5Slide.Milliseconds())}]++
+	if q.n++; q.n >= q5Batch {
+		q.flush(ctx)
+	}
+	return nil
+}
+
+func (q *q5Local) flush(ctx *weir.Context[codec.Pair[int64, int64]]) {
+	for k, n := range q.counts {
+		ctx.EmitWithTimestamp(codec.Pair[int64, int64]{First: k[0], Second: n}, k[1])
+	}
+	clear(q.counts)
+	q.n = 0
+}
+
+// OnWatermark implements weir.WatermarkListener.
+func (q *q5Local) OnWatermark(ctx *weir.Context[codec.Pair[int64, int64]], _ int64) error {
+	q.flush(ctx)
+	return nil
+}
+
+// FlushBeforeBarrier implements weir.BarrierFlusher.
+func (q *q5Local) FlushBeforeBarrier(ctx *weir.Context[codec.Pair[int64, int64]]) error {
+	q.flush(ctx)
+	return nil
+}
+
+// EndOfInput implements weir.EndOfInputHandler.
+func (q *q5Local) EndOfInput(ctx *weir.Context[codec.Pair[int64, int64]]) error {
+	q.flush(ctx)
+	return nil
+}
+
+// sumCounts adds up partial counts.
+type sumCounts struct{}
+
+func (sumCounts) CreateAccumulator() int64                        { return 0 }
+func (sumCounts) Add(c codec.Pair[int64, int64], acc int64) int64 { return acc + c.Second }
+func (sumCounts) GetResult(acc int64) int64                       { return acc }
+func (sumCounts) Merge(a, b int64) int64                          { return a + b }
 
 // countAgg counts records.
 type countAgg[T any] struct{}

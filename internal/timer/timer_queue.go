@@ -1,6 +1,9 @@
 package timer
 
-import "bytes"
+import (
+	"bytes"
+	"encoding/binary"
+)
 
 // entry is a stored timer and its places in its queue.
 type entry struct {
@@ -11,11 +14,26 @@ type entry struct {
 	kgIndex int    // position in queue.byKeyGroup[t.KeyGroup]
 }
 
-// slot is a heap element. The timestamp is kept beside the pointer so that
-// sifting compares contiguous memory and follows the pointer only on ties.
+// slot is a heap element. The timestamp and the first 8 bytes of the key
+// are kept beside the pointer so that sifting compares contiguous memory
+// and follows the pointer only when both tie: many timers share a
+// timestamp (every key's window ends at once).
 type slot struct {
-	ts int64
-	e  *entry
+	ts     int64
+	prefix uint64
+	e      *entry
+}
+
+// keyPrefix is the first 8 bytes of key as a big-endian number, zero
+// padded: a smaller prefix means a smaller key, equal prefixes decide
+// nothing.
+func keyPrefix(key []byte) uint64 {
+	if len(key) >= 8 {
+		return binary.BigEndian.Uint64(key)
+	}
+	var b [8]byte
+	copy(b[:], key)
+	return binary.BigEndian.Uint64(b[:])
 }
 
 // arity is the fan-out of the heap. A 4-ary heap has half the depth of a
@@ -64,7 +82,7 @@ func (q *queue) push(e *entry) {
 	e.kgIndex = len(q.byKeyGroup[g])
 	q.byKeyGroup[g] = append(q.byKeyGroup[g], e)
 	e.index = len(q.heap)
-	q.heap = append(q.heap, slot{e.t.Timestamp, e})
+	q.heap = append(q.heap, slot{e.t.Timestamp, keyPrefix(e.t.Key), e})
 	q.up(e.index)
 }
 
@@ -127,6 +145,9 @@ func (q *queue) fireUntil(limit int64, fire func(Timer) error) error {
 func less(a, b slot) bool {
 	if a.ts != b.ts {
 		return a.ts < b.ts
+	}
+	if a.prefix != b.prefix {
+		return a.prefix < b.prefix
 	}
 	return Compare(a.e.t, b.e.t) < 0
 }

@@ -561,3 +561,42 @@ func TestSnapshotRoundTripFiltersKeyGroups(t *testing.T) {
 		}
 	}
 }
+
+// Timers fire in Compare order however their keys tie: few timestamps,
+// keys of 0 to 12 bytes from a small alphabet with zero bytes, so that
+// 8-byte prefixes (the heap's shortcut) tie and short keys pad with zeros.
+func TestFiringOrderWithTiedTimestampsAndPrefixes(t *testing.T) {
+	seed := rand.Uint64()
+	t.Logf("seed %d", seed)
+	rng := rand.New(rand.NewPCG(seed, 0))
+	s := NewService()
+	seen := map[string]bool{}
+	var want []Timer
+	for range 3000 {
+		key := make([]byte, rng.IntN(13))
+		for i := range key {
+			key[i] = []byte{0, 1, 'a'}[rng.IntN(3)]
+		}
+		x := Timer{Timestamp: int64(rng.IntN(3)), Key: key, Namespace: []byte{byte(rng.IntN(2))}}
+		id := fmt.Sprint(x.Timestamp, x.Key, x.Namespace)
+		if seen[id] {
+			continue
+		}
+		seen[id] = true
+		s.RegisterEventTime(x)
+		want = append(want, x)
+	}
+	slices.SortFunc(want, Compare)
+	var got []Timer
+	if err := s.AdvanceWatermark(10, collect(&got)); err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != len(want) {
+		t.Fatalf("fired %d timers, want %d", len(got), len(want))
+	}
+	for i := range got {
+		if Compare(got[i], want[i]) != 0 {
+			t.Fatalf("timer %d fired out of order: %v, want %v", i, got[i], want[i])
+		}
+	}
+}

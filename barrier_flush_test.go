@@ -117,3 +117,78 @@ func (f *sideCounterOne) ProcessElement(ctx *weir.KeyedContext[int64, string], i
 	ctx.Emit(strconv.FormatInt(ctx.CurrentKey(), 10) + "," + strconv.FormatInt(c, 10))
 	return nil
 }
+
+// stamped holds records back (with their timestamps) until a watermark
+// or the end of the input, then emits them with EmitWithTimestamp.
+type stamped struct {
+	buf     []int64
+	flushes *atomic.Int64
+}
+
+func (s *stamped) ProcessElement(ctx *weir.Context[int64], v int64) error {
+	s.buf = append(s.buf, v) // the value is its own timestamp
+	return nil
+}
+
+func (s *stamped) OnWatermark(ctx *weir.Context[int64], wm int64) error {
+	if len(s.buf) > 0 {
+		s.flushes.Add(1)
+	}
+	for _, v := range s.buf {
+		ctx.EmitWithTimestamp(v, v)
+	}
+	s.buf = s.buf[:0]
+	return nil
+}
+
+func (s *stamped) EndOfInput(ctx *weir.Context[int64]) error { return s.OnWatermark(ctx, 0) }
+
+// A function that holds records back and emits them when a watermark
+// arrives (WatermarkListener) emits them before that watermark goes on:
+// the event-time windows downstream count every record, none is late.
+func TestWatermarkListenerEmitsBeforeTheWatermark(t *testing.T) {
+	const n, size = 20_000, 100
+	env := weir.NewEnvironment(weir.Options{Parallelism: 1, Logger: quietLogger(t), AutoWatermarkInterval: time.Millisecond})
+	nums := weir.AssignTimestampsAndWatermarks(weir.Map(weir.FromSource(env, source.Sequence(0, n-1)), func(i int64) int64 {
+		if i%500 == 0 {
+			time.Sleep(2 * time.Millisecond) // let watermarks pass between records
+		}
+		return i
+	}), weir.MonotonousTimestamps(func(i int64) int64 { return i }))
+	var flushes atomic.Int64
+	held := weir.ProcessEach(nums, func() weir.ProcessFunction[int64, int64] { return &stamped{flushes: &flushes} })
+	counts := weir.Aggregate(weir.Window(weir.KeyBy(held, func(int64) int64 { return 0 }), weir.TumblingEventTimeWindows(size*time.Millisecond)),
+		weir.AggregateFunction[int64, int64, int64](countInts{}))
+	out := &collect[int64]{}
+	late := &collect[int64]{}
+	w := weir.Window(weir.KeyBy(held, func(int64) int64 { return 0 }), weir.TumblingEventTimeWindows(size*time.Millisecond))
+	weir.Reduce(w, func(a, b int64) int64 { return a })
+	weir.SinkTo(weir.LateData(w), late)
+	weir.SinkTo(counts, out)
+	if err := env.Execute(context.Background(), "watermark-listener"); err != nil {
+		t.Fatal(err)
+	}
+	got := out.sorted(cmpInt64)
+	if len(late.sorted(cmpInt64)) != 0 {
+		t.Fatalf("%d records were late", len(late.sorted(cmpInt64)))
+	}
+	if len(got) != n/size {
+		t.Fatalf("%d windows fired, want %d", len(got), n/size)
+	}
+	for _, c := range got {
+		if c != size {
+			t.Fatalf("a window counted %d records, want %d", c, size)
+		}
+	}
+	if flushes.Load() < 2 {
+		t.Fatalf("%d watermarks found records held back: the scenario never happened", flushes.Load())
+	}
+}
+
+// countInts counts records.
+type countInts struct{}
+
+func (countInts) CreateAccumulator() int64  { return 0 }
+func (countInts) Add(_ int64, a int64) int64 { return a + 1 }
+func (countInts) GetResult(a int64) int64    { return a }
+func (countInts) Merge(a, b int64) int64     { return a + b }

@@ -3,6 +3,7 @@ package nexmark
 import (
 	"cmp"
 	"encoding/binary"
+	"fmt"
 	"math"
 	"strconv"
 	"strings"
@@ -214,17 +215,46 @@ type auctionWinner[OUT any] struct {
 	improved func(ctx *weir.KeyedContext[int64, OUT], a Auction, prev Bid, hadPrev bool, best Bid)
 	expired  func(ctx *weir.KeyedContext[int64, OUT], a Auction, best Bid)
 
-	auction *weir.ValueState[Auction]
-	best    *weir.ValueState[Bid]
-	early   *weir.ListState[Bid] // bids that came before their auction
+	// open is the auction and its best bid so far, one state entry: a bid
+	// reads both with one state access.
+	open  *weir.ValueState[openAuction]
+	early *weir.ListState[Bid] // bids that came before their auction
 }
+
+// openAuction is an auction and its best bid so far (if HasBest).
+type openAuction struct {
+	Auction Auction
+	Best    Bid
+	HasBest bool
+}
+
+var openAuctionCodec = codec.Func(func(b []byte, o openAuction) []byte {
+	b = auctionCodec.Append(b, o.Auction)
+	if !o.HasBest {
+		return append(b, 0)
+	}
+	return BidCodec().Append(append(b, 1), o.Best)
+}, func(src []byte) (openAuction, int, error) {
+	var o openAuction
+	a, n, err := auctionCodec.Decode(src)
+	if err != nil {
+		return o, 0, err
+	}
+	o.Auction = a
+	if len(src) <= n || src[n] > 1 {
+		return o, 0, fmt.Errorf("nexmark: open auction: %w", codec.ErrCorrupt)
+	}
+	if o.HasBest = src[n] == 1; !o.HasBest {
+		return o, n + 1, nil
+	}
+	bid, m, err := BidCodec().Decode(src[n+1:])
+	o.Best = bid
+	return o, n + 1 + m, err
+})
 
 func (w *auctionWinner[OUT]) Open(ctx *weir.KeyedContext[int64, OUT]) error {
 	var err error
-	if w.auction, err = weir.GetValueState(ctx, weir.ValueStateDescriptor[Auction]{Name: "auction", Codec: AuctionCodec()}); err != nil {
-		return err
-	}
-	if w.best, err = weir.GetValueState(ctx, weir.ValueStateDescriptor[Bid]{Name: "best-bid", Codec: BidCodec()}); err != nil {
+	if w.open, err = weir.GetValueState(ctx, weir.ValueStateDescriptor[openAuction]{Name: "open-auction", Codec: openAuctionCodec}); err != nil {
 		return err
 	}
 	w.early, err = weir.GetListState(ctx, weir.ListStateDescriptor[Bid]{Name: "early-bids", Codec: BidCodec()})
@@ -232,18 +262,21 @@ func (w *auctionWinner[OUT]) Open(ctx *weir.KeyedContext[int64, OUT]) error {
 }
 
 func (w *auctionWinner[OUT]) ProcessElement1(ctx *weir.KeyedContext[int64, OUT], a Auction) error {
-	w.auction.Update(a)
+	o := openAuction{Auction: a}
 	for _, b := range w.early.Get() {
-		w.offer(ctx, a, b)
+		w.offer(ctx, &o, b)
 	}
+	w.open.Update(o)
 	w.early.Clear()
 	ctx.RegisterEventTimeTimer(a.Expires)
 	return nil
 }
 
 func (w *auctionWinner[OUT]) ProcessElement2(ctx *weir.KeyedContext[int64, OUT], b Bid) error {
-	if a, ok := w.auction.Value(); ok {
-		w.offer(ctx, a, b)
+	if o, ok := w.open.Value(); ok {
+		if w.offer(ctx, &o, b) {
+			w.open.Update(o)
+		}
 		return nil
 	}
 	if b.DateTime <= ctx.CurrentWatermark() {
@@ -254,28 +287,30 @@ func (w *auctionWinner[OUT]) ProcessElement2(ctx *weir.KeyedContext[int64, OUT],
 	return nil
 }
 
-func (w *auctionWinner[OUT]) offer(ctx *weir.KeyedContext[int64, OUT], a Auction, b Bid) {
-	if b.DateTime < a.DateTime || b.DateTime > a.Expires {
-		return
+// offer makes b o's best bid if it is in the auction's lifetime and better
+// than the best so far, and reports whether it did.
+func (w *auctionWinner[OUT]) offer(ctx *weir.KeyedContext[int64, OUT], o *openAuction, b Bid) bool {
+	if b.DateTime < o.Auction.DateTime || b.DateTime > o.Auction.Expires {
+		return false
 	}
-	prev, ok := w.best.Value()
-	if ok && winnerOrder(b, prev) >= 0 {
-		return
+	if o.HasBest && winnerOrder(b, o.Best) >= 0 {
+		return false
 	}
-	w.best.Update(b)
+	prev, had := o.Best, o.HasBest
+	o.Best, o.HasBest = b, true
 	if w.improved != nil {
-		w.improved(ctx, a, prev, ok, b)
+		w.improved(ctx, o.Auction, prev, had, b)
 	}
+	return true
 }
 
 func (w *auctionWinner[OUT]) OnTimer(ctx *weir.KeyedContext[int64, OUT], t weir.Timer) error {
-	if a, ok := w.auction.Value(); ok {
-		if t.Timestamp >= a.Expires {
-			if best, ok := w.best.Value(); ok && w.expired != nil {
-				w.expired(ctx, a, best)
+	if o, ok := w.open.Value(); ok {
+		if t.Timestamp >= o.Auction.Expires {
+			if o.HasBest && w.expired != nil {
+				w.expired(ctx, o.Auction, o.Best)
 			}
-			w.auction.Clear()
-			w.best.Clear()
+			w.open.Clear()
 		}
 		return nil
 	}

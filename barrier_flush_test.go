@@ -77,7 +77,9 @@ func TestBarrierFlusherKeepsExactlyOnce(t *testing.T) {
 		return &buffering{size: 1000, flushes: &flushes}
 	}).UID("buffer")
 	counts := weir.KeyedProcess(weir.KeyBy(held, func(i int64) int64 { return i % keys }),
-		func() weir.KeyedProcessFunction[int64, int64, string] { return &sideCounterOne{failAt: failAt, failed: &failed} }).UID("count")
+		func() weir.KeyedProcessFunction[int64, int64, string] {
+			return &sideCounterOne{failAt: failAt, failed: &failed}
+		}).UID("count")
 	weir.SinkTo(counts, sink.Files(filepath.Join(dir, "out"), func(s string) string { return s })).UID("sink")
 	res, err := env.ExecuteResult(context.Background(), "buffered")
 	if err != nil {
@@ -188,7 +190,7 @@ func TestWatermarkListenerEmitsBeforeTheWatermark(t *testing.T) {
 // countInts counts records.
 type countInts struct{}
 
-func (countInts) CreateAccumulator() int64  { return 0 }
+func (countInts) CreateAccumulator() int64   { return 0 }
 func (countInts) Add(_ int64, a int64) int64 { return a + 1 }
 func (countInts) GetResult(a int64) int64    { return a }
 func (countInts) Merge(a, b int64) int64     { return a + b }

@@ -268,17 +268,26 @@ func (p *broadcastOp[IN, BC, OUT]) Close() error {
 // union list (the other subtasks store empty lists): a restore at any
 // parallelism hands that one copy to every subtask.
 func (p *broadcastOp[IN, BC, OUT]) SnapshotState(id int64, opts checkpoint.Options) (task.OperatorSnapshot, error) {
-	for _, name := range p.bctx.names {
-		l, err := p.opState.List(broadcastStatePrefix+name, true)
-		if err != nil {
-			return task.OperatorSnapshot{}, err
-		}
-		l.Elements = nil
-		if p.ctx.Subtask == 0 {
-			l.Elements = [][]byte{p.bctx.states[name].encode()}
-		}
+	if err := p.bctx.storeStates(&p.opBase); err != nil {
+		return task.OperatorSnapshot{}, err
 	}
 	return p.opBase.SnapshotState(id, opts)
+}
+
+// storeStates puts subtask 0's copy of every broadcast state into its
+// union list of b's operator state (the other subtasks' lists are empty).
+func (c *BroadcastContext[OUT]) storeStates(b *opBase) error {
+	for _, name := range c.names {
+		l, err := b.opState.List(broadcastStatePrefix+name, true)
+		if err != nil {
+			return err
+		}
+		l.Elements = nil
+		if c.op.Subtask == 0 {
+			l.Elements = [][]byte{c.states[name].encode()}
+		}
+	}
+	return nil
 }
 
 type broadcastInput[IN, BC, OUT any] struct{ p *broadcastOp[IN, BC, OUT] }
@@ -296,6 +305,102 @@ func (c broadcastInput[IN, BC, OUT]) Collect(v IN) {
 type broadcastSide[IN, BC, OUT any] struct{ p *broadcastOp[IN, BC, OUT] }
 
 func (c broadcastSide[IN, BC, OUT]) Collect(v BC) {
+	p := c.p
+	p.tr.Cur = p.id
+	p.bctx.readOnly = false
+	if err := p.fn.ProcessBroadcastElement(p.bctx, v); err != nil {
+		p.ctx.Fail(err)
+	}
+	p.tr.Cur = p.parent
+}
+
+// KeyedBroadcastProcessFunction handles a keyed stream (IN) with keyed
+// state and timers, and a broadcast stream (BC) with broadcast state
+// (Flink's KeyedBroadcastProcessFunction). It may also implement
+// KeyedBroadcastOpener, TimerHandler and Closer.
+type KeyedBroadcastProcessFunction[K, IN, BC, OUT any] interface {
+	// ProcessElement handles a record of the keyed stream with its key
+	// current; broadcast state is read-only here.
+	ProcessElement(ctx *KeyedContext[K, OUT], v IN) error
+	// ProcessBroadcastElement handles a record of the broadcast stream,
+	// on every subtask, with no current key; it may change broadcast
+	// state.
+	ProcessBroadcastElement(ctx *BroadcastContext[OUT], v BC) error
+}
+
+// KeyedBroadcastOpener is implemented by keyed broadcast functions that
+// obtain their keyed and broadcast state handles before the first record.
+type KeyedBroadcastOpener[K, OUT any] interface {
+	Open(ctx *KeyedContext[K, OUT], bctx *BroadcastContext[OUT]) error
+}
+
+// KeyedBroadcastProcess applies a keyed broadcast function to the records
+// of ks and of bc; every subtask sees every record of bc. newFn is called
+// once per subtask. Keyed state is checkpointed and rescaled by key group,
+// broadcast state as in BroadcastProcess.
+func KeyedBroadcastProcess[K, IN, BC, OUT any](ks *KeyedStream[K, IN], bc *DataStream[BC], newFn func() KeyedBroadcastProcessFunction[K, IN, BC, OUT]) *DataStream[OUT] {
+	env := ks.s.env
+	if env != bc.env {
+		env.errorf("KeyedBroadcastProcess: the streams belong to different environments")
+	}
+	return connectTwo(ks.s, bc.Broadcast(), &graph.Node{Name: "KeyedBroadcastProcess"}, newNodeImpl(func(ctx *task.OpContext, out network.Output[OUT]) (task.Built, error) {
+		fn := newFn()
+		if fn == nil {
+			return task.Built{}, errors.New("KeyedBroadcastProcess: the function factory returned nil")
+		}
+		op := &keyedBroadcastOp[K, IN, BC, OUT]{fn: fn, key: ks.key}
+		op.keyedOp = newKeyedOp(ctx, env, fn, ks.keyCodec, out)
+		op.bctx = &BroadcastContext[OUT]{op: ctx, out: out, states: map[string]broadcastStore{}}
+		return task.Built{Op: op, Input: network.Output[IN](keyedBroadcastInput[K, IN, BC, OUT]{op}),
+			Input2: network.Output[BC](keyedBroadcastSide[K, IN, BC, OUT]{op})}, nil
+	}))
+}
+
+type keyedBroadcastOp[K, IN, BC, OUT any] struct {
+	*keyedOp[K, OUT]
+	fn   KeyedBroadcastProcessFunction[K, IN, BC, OUT]
+	key  func(IN) K
+	bctx *BroadcastContext[OUT]
+}
+
+func (p *keyedBroadcastOp[K, IN, BC, OUT]) Open() error {
+	if err := p.keyedOp.Open(); err != nil {
+		return err
+	}
+	if o, ok := p.fn.(KeyedBroadcastOpener[K, OUT]); ok {
+		return o.Open(p.kctx, p.bctx)
+	}
+	return nil
+}
+
+// SnapshotState adds the broadcast states to the keyed operator's.
+func (p *keyedBroadcastOp[K, IN, BC, OUT]) SnapshotState(id int64, opts checkpoint.Options) (task.OperatorSnapshot, error) {
+	if err := p.bctx.storeStates(&p.opBase); err != nil {
+		return task.OperatorSnapshot{}, err
+	}
+	return p.keyedOp.SnapshotState(id, opts)
+}
+
+type keyedBroadcastInput[K, IN, BC, OUT any] struct {
+	p *keyedBroadcastOp[K, IN, BC, OUT]
+}
+
+func (c keyedBroadcastInput[K, IN, BC, OUT]) Collect(v IN) {
+	p := c.p
+	p.tr.Cur = p.id
+	p.setKey(p.key(v))
+	p.bctx.readOnly = true
+	if err := p.fn.ProcessElement(p.kctx, v); err != nil {
+		p.ctx.Fail(err)
+	}
+	p.tr.Cur = p.parent
+}
+
+type keyedBroadcastSide[K, IN, BC, OUT any] struct {
+	p *keyedBroadcastOp[K, IN, BC, OUT]
+}
+
+func (c keyedBroadcastSide[K, IN, BC, OUT]) Collect(v BC) {
 	p := c.p
 	p.tr.Cur = p.id
 	p.bctx.readOnly = false

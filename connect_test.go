@@ -9,6 +9,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -759,5 +760,134 @@ func TestJoinsExactlyOnceUnderFailures(t *testing.T) {
 			}
 			t.Logf("%d pairs, %d checkpoints completed", len(got), len(res.Completed))
 		})
+	}
+}
+
+// keyedRules counts the records of each key in keyed state and reads the
+// broadcast rules: "key,count,rules known" per record.
+type keyedRules struct {
+	rules   *weir.BroadcastState[int64, int64]
+	count   *weir.ValueState[int64]
+	seen    *atomic.Int64
+	illegal bool
+}
+
+func (f *keyedRules) Open(ctx *weir.KeyedContext[int64, string], bctx *weir.BroadcastContext[string]) error {
+	var err1, err2 error
+	f.rules, err1 = weir.GetBroadcastState(bctx, weir.MapStateDescriptor[int64, int64]{Name: "rules"})
+	f.count, err2 = weir.GetValueState(ctx, weir.ValueStateDescriptor[int64]{Name: "count"})
+	return errors.Join(err1, err2)
+}
+
+func (f *keyedRules) ProcessElement(ctx *weir.KeyedContext[int64, string], i int64) error {
+	if f.illegal {
+		f.rules.Remove(i)
+	}
+	c, _ := f.count.Value()
+	c++
+	f.count.Update(c)
+	ctx.Emit(fmt.Sprintf("%d,%d,%d", ctx.CurrentKey(), c, f.rules.Len()))
+	return nil
+}
+
+func (f *keyedRules) ProcessBroadcastElement(_ *weir.BroadcastContext[string], r rule) error {
+	f.rules.Put(r.Key, r.Factor)
+	f.seen.Add(1)
+	return nil
+}
+
+// KeyedBroadcastProcess checkpoints both kinds of state: a job stopped
+// after every subtask saw every rule resumes at another parallelism, and
+// there every key's count goes on from its restored value (never starting
+// at 1 again, always rising) while every subtask knows every rule.
+func TestKeyedBroadcastStateRestoresAtAnotherParallelism(t *testing.T) {
+	const nRules, keys, enough = 10, 7, 5000
+	dir := t.TempDir()
+	var rules []rule
+	for k := range int64(nRules) {
+		rules = append(rules, rule{Key: k, Factor: k})
+	}
+	var mu sync.Mutex
+	last := map[int64]int64{}
+	var bad string
+	var checked atomic.Int64
+	check := func(l string) {
+		var k, c, known int64
+		_, err := fmt.Sscanf(l, "%d,%d,%d", &k, &c, &known)
+		mu.Lock()
+		defer mu.Unlock()
+		switch prev, ok := last[k]; {
+		case bad != "":
+		case err != nil || known != nRules:
+			bad = l + ": rules not restored"
+		case !ok && c == 1:
+			bad = l + ": the key's count started over"
+		case ok && c != prev+1:
+			bad = fmt.Sprintf("%s: count %d after %d", l, c, prev)
+		}
+		last[k] = c
+		checked.Add(1)
+	}
+	run := func(p int, restore string) error {
+		ctx, cancel := context.WithTimeoutCause(context.Background(), 2*time.Minute, errors.New("the run never reached its stopping point"))
+		defer cancel()
+		env := weir.NewEnvironment(weir.Options{Parallelism: p, Logger: quietLogger(t),
+			Checkpoint: weir.CheckpointOptions{Interval: 10 * time.Millisecond, Dir: filepath.Join(dir, "chk"), RestorePath: restore}})
+		var seen, after atomic.Int64
+		if restore == "" {
+			weir.SetTestHooks(env, weir.TestHooks{Completed: func(int64, *metadata.Checkpoint) {
+				if seen.Load() == int64(p*nRules) && after.Add(1) == 2 {
+					cancel()
+				}
+			}})
+		}
+		nums := weir.FromSource(env, source.Sequence(0, 1<<40)).UID("numbers")
+		rs := weir.FromSource(env, source.Collection(rules...)).SetParallelism(1).UID("rules").WithCodec(ruleCodec())
+		applied := weir.KeyedBroadcastProcess(weir.KeyBy(nums, func(i int64) int64 { return i % keys }), rs,
+			func() weir.KeyedBroadcastProcessFunction[int64, int64, rule, string] { return &keyedRules{seen: &seen} }).UID("apply")
+		weir.SinkTo(weir.Filter(applied, func(l string) bool {
+			if restore != "" {
+				check(l)
+				if checked.Load() >= enough {
+					cancel()
+				}
+			}
+			return true
+		}), sink.Discard[string]())
+		_, err := env.ExecuteResult(ctx, "keyed-broadcast")
+		if cause := context.Cause(ctx); errors.Is(err, context.Canceled) && cause != context.Canceled {
+			err = cause
+		}
+		return err
+	}
+	if err := run(2, ""); !errors.Is(err, context.Canceled) {
+		t.Fatalf("first run: %v, want it canceled", err)
+	}
+	if err := run(3, weir.RestoreLatest); !errors.Is(err, context.Canceled) {
+		t.Fatalf("resumed run: %v, want it canceled", err)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if bad != "" {
+		t.Fatalf("resumed run: %s", bad)
+	}
+	if checked.Load() < enough || len(last) != keys {
+		t.Fatalf("the resumed run checked %d lines of %d keys, want %d lines of %d", checked.Load(), len(last), enough, keys)
+	}
+}
+
+// In a keyed broadcast function too, ProcessElement may only read
+// broadcast state.
+func TestKeyedBroadcastStateIsReadOnlyForElements(t *testing.T) {
+	env := weir.NewEnvironment(weir.Options{Parallelism: 1, Logger: quiet})
+	nums := weir.KeyBy(weir.FromSource(env, source.Sequence(0, 9)), func(i int64) int64 { return i })
+	rs := weir.FromSource(env, source.Collection(rule{Key: 1})).WithCodec(ruleCodec())
+	var seen atomic.Int64
+	weir.SinkTo(weir.KeyedBroadcastProcess(nums, rs, func() weir.KeyedBroadcastProcessFunction[int64, int64, rule, string] {
+		return &keyedRules{seen: &seen, illegal: true}
+	}), &collect[string]{})
+	err := env.Execute(context.Background(), "read-only")
+	if err == nil || !strings.Contains(err.Error(), "read-only") {
+		t.Fatalf("got %v, want a read-only broadcast state error", err)
 	}
 }

@@ -100,18 +100,10 @@ func GetBroadcastState[K comparable, V any, OUT any](ctx *BroadcastContext[OUT],
 	if d.Name == "" {
 		return nil, errors.New("broadcast state: the descriptor has no name")
 	}
-	kc, vc := d.KeyCodec, d.ValueCodec
-	if kc == nil {
-		var ok bool
-		if kc, ok = codec.For[K](); !ok {
-			return nil, fmt.Errorf("broadcast state %q: key type %s has no built-in codec: set KeyCodec", d.Name, typeNameOf[K]())
-		}
-	}
-	if vc == nil {
-		var ok bool
-		if vc, ok = codec.For[V](); !ok {
-			return nil, fmt.Errorf("broadcast state %q: value type %s has no built-in codec: set ValueCodec", d.Name, typeNameOf[V]())
-		}
+	kc, err1 := codecOrBuiltin(d.KeyCodec, "broadcast state", d.Name, "key")
+	vc, err2 := codecOrBuiltin(d.ValueCodec, "broadcast state", d.Name, "value")
+	if err := errors.Join(err1, err2); err != nil {
+		return nil, err
 	}
 	s := &BroadcastState[K, V]{name: d.Name, m: map[K]V{}, kc: kc, vc: vc, readOnly: &ctx.readOnly, fail: ctx.op.Fail}
 	if r := ctx.op.Restored; r != nil {

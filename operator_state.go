@@ -42,18 +42,28 @@ func getOperatorList[T any](ctx OperatorStateContext, d ListStateDescriptor[T], 
 	if d.TTL.Enabled() {
 		return nil, fmt.Errorf("operator state %q: operator state has no TTL", d.Name)
 	}
-	c := d.Codec
-	if c == nil {
-		var ok bool
-		if c, ok = codec.For[T](); !ok {
-			return nil, fmt.Errorf("operator state %q: element type %s has no built-in codec: set one in the descriptor", d.Name, typeNameOf[T]())
-		}
+	c, err := codecOrBuiltin(d.Codec, "operator state", d.Name, "element")
+	if err != nil {
+		return nil, err
 	}
 	l, err := operator.NewListState(ctx.operatorState(), d.Name, c, union)
 	if err != nil {
 		return nil, err
 	}
 	return &OperatorListState[T]{l: l}, nil
+}
+
+// codecOrBuiltin returns c, or the built-in codec of T when c is nil, or
+// an error naming the state (kind and name) and the type (what) that has
+// none.
+func codecOrBuiltin[T any](c codec.Codec[T], kind, name, what string) (codec.Codec[T], error) {
+	if c != nil {
+		return c, nil
+	}
+	if c, ok := codec.For[T](); ok {
+		return c, nil
+	}
+	return nil, fmt.Errorf("%s %q: %s type %s has no built-in codec: set one in the descriptor", kind, name, what, typeNameOf[T]())
 }
 
 // Get returns the elements.

@@ -259,7 +259,7 @@ var _ Updating = AuctionStats{}
 //
 // As Flink's suite runs it (mini-batch aggregation, 5,000 rows, and the
 // two-phase local/global plan), each subtask first folds its bids per
-// auction and day in memory, for up to q17Batch bids, and sends one
+// auction and day in memory (miniBatch), and sends one
 // partial aggregate per group of the batch; the keyed stage merges the
 // partials into its state and emits the group's new row once per partial.
 // The local stage empties itself before every checkpoint barrier
@@ -268,7 +268,7 @@ var _ Updating = AuctionStats{}
 // fewer intermediate rows than bids.
 func Q17(events *weir.DataStream[Event]) *weir.DataStream[AuctionStats] {
 	local := weir.ProcessEach(statBids(events, "Q17"), func() weir.ProcessFunction[Bid, q17Partial] {
-		return &q17Local{acc: map[codec.Pair[int64, string]]*[7]int64{}}
+		return newQ17Local()
 	}).Name("Q17 local aggregate").WithCodec(q17PartialCodec)
 	byAuctionDay := weir.KeyByCodec(local,
 		func(p q17Partial) codec.Pair[int64, string] { return p.Group },
@@ -277,11 +277,6 @@ func Q17(events *weir.DataStream[Event]) *weir.DataStream[AuctionStats] {
 		return &q17Agg{}
 	}).Name("Q17 aggregate")
 }
-
-// q17Batch is how many bids q17's local stage folds before it sends its
-// partial aggregates (Flink's table.exec.mini-batch.size in the Nexmark
-// suite).
-const q17Batch = 5000
 
 // q17Partial is a partial aggregate of one auction and day: the four
 // counts, min, max and sum of q17's columns.
@@ -321,43 +316,26 @@ func mergeQ17(a *[7]int64, b *[7]int64) {
 	a[4], a[5], a[6] = min(a[4], b[4]), max(a[5], b[5]), a[6]+b[6]
 }
 
-// q17Local is q17's local stage.
+// q17Local folds bids per auction and day in mini-batches.
 type q17Local struct {
-	acc map[codec.Pair[int64, string]]*[7]int64
-	n   int
+	miniBatch[codec.Pair[int64, string], [7]int64, q17Partial]
+}
+
+func newQ17Local() *q17Local {
+	return &q17Local{newMiniBatch(func(ctx *weir.Context[q17Partial], k codec.Pair[int64, string], a [7]int64) {
+		ctx.Emit(q17Partial{Group: k, Acc: a})
+	})}
 }
 
 func (q *q17Local) ProcessElement(ctx *weir.Context[q17Partial], b Bid) error {
-	k := codec.Pair[int64, string]{First: b.Auction, Second: sqlDate(b.DateTime)}
 	one := newQ17Acc(b.Price)
-	if a, ok := q.acc[k]; ok {
-		mergeQ17(a, &one)
-	} else {
-		q.acc[k] = &one
-	}
-	if q.n++; q.n >= q17Batch {
-		q.flush(ctx)
-	}
-	return nil
-}
-
-func (q *q17Local) flush(ctx *weir.Context[q17Partial]) {
-	for k, a := range q.acc {
-		ctx.Emit(q17Partial{Group: k, Acc: *a})
-	}
-	clear(q.acc)
-	q.n = 0
-}
-
-// FlushBeforeBarrier implements weir.BarrierFlusher.
-func (q *q17Local) FlushBeforeBarrier(ctx *weir.Context[q17Partial]) error {
-	q.flush(ctx)
-	return nil
-}
-
-// EndOfInput implements weir.EndOfInputHandler.
-func (q *q17Local) EndOfInput(ctx *weir.Context[q17Partial]) error {
-	q.flush(ctx)
+	q.fold(ctx, codec.Pair[int64, string]{First: b.Auction, Second: sqlDate(b.DateTime)}, func(a [7]int64, ok bool) [7]int64 {
+		if !ok {
+			return one
+		}
+		mergeQ17(&a, &one)
+		return a
+	})
 	return nil
 }
 

@@ -39,7 +39,7 @@ type HotItem struct {
 //
 // As Flink plans a window aggregation (a local stage, then the global one
 // over the 2 s slices the hopping windows share), each subtask first counts
-// its bids per auction and slice in memory, for up to q5Batch bids, and
+// its bids per auction and slice in memory (miniBatch), and
 // sends the partial counts, stamped with their slice's start (which falls
 // into the same windows as every bid of the slice), to the keyed windows.
 // The local stage empties itself before every watermark
@@ -48,7 +48,7 @@ type HotItem struct {
 func Q5(events *weir.DataStream[Event]) *weir.DataStream[HotItem] {
 	bids := selectBids(events, "Q5 bids", func(b *Bid) (int64, bool) { return b.Auction, true })
 	local := weir.ProcessEach(bids, func() weir.ProcessFunction[int64, codec.Pair[int64, int64]] {
-		return &q5Local{counts: map[[2]int64]int64{}}
+		return newQ5Local()
 	}).Name("Q5 local counts").WithCodec(codec.PairOf(codec.Int64(), codec.Int64()))
 	counts := weir.AggregateWindows(
 		weir.Window(weir.KeyBy(local, func(c codec.Pair[int64, int64]) int64 { return c.First }), weir.SlidingEventTimeWindows(10*time.Second, q5Slide)),
@@ -62,14 +62,16 @@ func Q5(events *weir.DataStream[Event]) *weir.DataStream[HotItem] {
 // q5Slide is the slide of q5's hopping windows, and so its slices.
 const q5Slide = 2 * time.Second
 
-// q5Batch is how many bids q5's local stage counts before it sends its
-// partial counts (Flink's table.exec.mini-batch.size in the Nexmark suite).
-const q5Batch = 5000
-
-// q5Local counts bids per (auction, slice start) until it flushes.
+// q5Local counts bids per (auction, slice start) in mini-batches; a
+// partial count carries its slice's start as its timestamp.
 type q5Local struct {
-	counts map[[2]int64]int64
-	n      int
+	miniBatch[[2]int64, int64, codec.Pair[int64, int64]]
+}
+
+func newQ5Local() *q5Local {
+	return &q5Local{newMiniBatch(func(ctx *weir.Context[codec.Pair[int64, int64]], k [2]int64, n int64) {
+		ctx.EmitWithTimestamp(codec.Pair[int64, int64]{First: k[0], Second: n}, k[1])
+	})}
 }
 
 func (q *q5Local) ProcessElement(ctx *weir.Context[codec.Pair[int64, int64]], auction int64) error {
@@ -77,36 +79,7 @@ func (q *q5Local) ProcessElement(ctx *weir.Context[codec.Pair[int64, int64]], au
 	if !ok {
 		return errors.New("q5: a bid without a timestamp")
 	}
-	q.counts[[2]int64{auction, ts - mod(ts, q5Slide.Milliseconds())}]++
-	if q.n++; q.n >= q5Batch {
-		q.flush(ctx)
-	}
-	return nil
-}
-
-func (q *q5Local) flush(ctx *weir.Context[codec.Pair[int64, int64]]) {
-	for k, n := range q.counts {
-		ctx.EmitWithTimestamp(codec.Pair[int64, int64]{First: k[0], Second: n}, k[1])
-	}
-	clear(q.counts)
-	q.n = 0
-}
-
-// OnWatermark implements weir.WatermarkListener.
-func (q *q5Local) OnWatermark(ctx *weir.Context[codec.Pair[int64, int64]], _ int64) error {
-	q.flush(ctx)
-	return nil
-}
-
-// FlushBeforeBarrier implements weir.BarrierFlusher.
-func (q *q5Local) FlushBeforeBarrier(ctx *weir.Context[codec.Pair[int64, int64]]) error {
-	q.flush(ctx)
-	return nil
-}
-
-// EndOfInput implements weir.EndOfInputHandler.
-func (q *q5Local) EndOfInput(ctx *weir.Context[codec.Pair[int64, int64]]) error {
-	q.flush(ctx)
+	q.fold(ctx, [2]int64{auction, ts - mod(ts, q5Slide.Milliseconds())}, func(n int64, _ bool) int64 { return n + 1 })
 	return nil
 }
 

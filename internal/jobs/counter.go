@@ -23,6 +23,7 @@ import (
 type Counter struct {
 	records, keys int64
 	rate          float64
+	sinkDelay     time.Duration
 	output        string
 }
 
@@ -48,7 +49,14 @@ written by the exactly-once file sink into part files under --output
 (part-<subtask>-<run>-<n>; names starting with '.' are not committed yet).
 In a correct run every key k appears with the counts 1..n_k exactly once,
 n_k being the number of i with i mod keys = k, also across failures,
-restarts and kill -9 with --from latest when checkpointing is on.`
+restarts and kill -9 with --from latest when checkpointing is on.
+
+--sink-delay D makes the sink slow: each sink subtask spends D on every
+record before writing it (the last millisecond of each wait is spun, so
+that small delays such as 20us cost what they say and burn a core while
+they do). The sink then backpressures the count operator and the source,
+and the network buffers between them fill up, which is what unaligned
+checkpoints are for. The output is the same as without the delay.`
 }
 
 // RegisterFlags implements Job.
@@ -56,6 +64,7 @@ func (c *Counter) RegisterFlags(fs *pflag.FlagSet) {
 	fs.Int64Var(&c.records, "records", c.records, "number of records to emit")
 	fs.Int64Var(&c.keys, "keys", c.keys, "number of distinct keys")
 	fs.Float64Var(&c.rate, "rate", 0, "records per second in total (0: as fast as possible)")
+	fs.DurationVar(&c.sinkDelay, "sink-delay", 0, "`duration` the sink spends on every record, per sink subtask, e.g. 20us or 2ms (0: no delay)")
 	fs.StringVar(&c.output, "output", "", "`directory` to write the part files to (required)")
 }
 
@@ -71,6 +80,9 @@ func (c *Counter) Validate() error {
 	if c.rate < 0 {
 		errs = append(errs, fmt.Errorf("--rate %v: must not be negative", c.rate))
 	}
+	if c.sinkDelay < 0 {
+		errs = append(errs, fmt.Errorf("--sink-delay %v: must not be negative (0 for no delay, or a duration such as 20us or 2ms)", c.sinkDelay))
+	}
 	if c.output == "" {
 		errs = append(errs, errors.New("--output: a directory for the part files is required"))
 	}
@@ -84,8 +96,35 @@ func (c *Counter) Build(env *weir.Environment, _ io.Writer) error {
 	counts := weir.KeyedProcess(weir.KeyBy(nums, func(i int64) int64 { return i % keys }),
 		func() weir.KeyedProcessFunction[int64, int64, string] { return &countPerKey{} }).
 		Name("Count").UID("counter-count")
-	weir.SinkTo[string](counts, sink.Files(c.output, func(s string) string { return s })).UID("counter-sink")
+	format := func(s string) string { return s }
+	if d := c.sinkDelay; d > 0 {
+		// The delay is spent in the sink writer's path (sink.Files calls
+		// format once per record as it writes it), so the job's graph and
+		// its exactly-once output stay what they are without it.
+		format = func(s string) string {
+			spend(d)
+			return s
+		}
+	}
+	weir.SinkTo[string](counts, sink.Files(c.output, format)).UID("counter-sink")
 	return nil
+}
+
+// spinWindow is the part of a wait that spend spins rather than sleeps:
+// time.Sleep wakes up late by up to the timer granularity, which is about a
+// millisecond on some machines (a 20us sleep then takes 1ms), so a sleep
+// alone cannot make a small delay cost what it says.
+const spinWindow = time.Millisecond
+
+// spend returns once d has passed since it was called: it sleeps all but
+// the last spinWindow of d and busy-waits the rest.
+func spend(d time.Duration) {
+	deadline := time.Now().Add(d)
+	if d > spinWindow {
+		time.Sleep(d - spinWindow)
+	}
+	for time.Now().Before(deadline) {
+	}
 }
 
 // countPerKey keeps a running count per key.

@@ -11,6 +11,7 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/spf13/pflag"
 
@@ -117,14 +118,57 @@ func TestCounterValidate(t *testing.T) {
 	job := NewCounter()
 	fs := pflag.NewFlagSet("counter", pflag.ContinueOnError)
 	job.RegisterFlags(fs)
-	if err := fs.Parse([]string{"--records", "-1", "--keys", "0", "--rate", "-2"}); err != nil {
+	if err := fs.Parse([]string{"--records", "-1", "--keys", "0", "--rate", "-2", "--sink-delay", "-1ms"}); err != nil {
 		t.Fatal(err)
 	}
 	err := job.Validate()
-	for _, want := range []string{"--records", "--keys", "--rate", "--output"} {
+	for _, want := range []string{"--records", "--keys", "--rate", "--output", "--sink-delay -1ms: must not be negative"} {
 		if err == nil || !strings.Contains(err.Error(), want) {
 			t.Fatalf("Validate() = %v, want a problem with %s", err, want)
 		}
+	}
+}
+
+// --sink-delay makes every sink subtask spend the delay on each record, and
+// the output stays exactly once. Only a lower bound on the run time is
+// checked: the busiest of the 2 sink subtasks writes at least 1000 records.
+func TestCounterSinkDelay(t *testing.T) {
+	const records, delay = 2000, 200 * time.Microsecond
+	start := time.Now()
+	lines := runCounter(t, weir.BackendHashMap, 2, "--records", strconv.Itoa(records), "--keys", "10", "--sink-delay", delay.String())
+	if took, least := time.Since(start), records/2*delay; took < least {
+		t.Fatalf("%d records with --sink-delay %v at parallelism 2 took %v, less than %v", records, delay, took, least)
+	}
+	checkCounts(t, lines, records, 10)
+}
+
+// spend takes at least the delay, and a small delay not much more: a plain
+// time.Sleep(200us) takes about 1.1ms on machines with a 1ms timer
+// granularity. The upper bound is checked on the best of 5 rounds, so that
+// a round the machine was busy elsewhere does not fail the test.
+func TestSpendSmallDelays(t *testing.T) {
+	const d, n = 200 * time.Microsecond, 100
+	best := time.Duration(1<<63 - 1)
+	for range 5 {
+		start := time.Now()
+		for range n {
+			spend(d)
+		}
+		took := time.Since(start)
+		if took < n*d {
+			t.Fatalf("%d waits of %v took %v, less than %v", n, d, took, n*d)
+		}
+		best = min(best, took)
+	}
+	if best > n*d*5/2 {
+		t.Fatalf("%d waits of %v took at best %v (%v each), want well under %v", n, d, best, best/n, n*d*5/2)
+	}
+	// A longer delay sleeps all but the last millisecond, and still lasts
+	// at least as long as asked.
+	start := time.Now()
+	spend(3 * time.Millisecond)
+	if took := time.Since(start); took < 3*time.Millisecond {
+		t.Fatalf("spend(3ms) took %v", took)
 	}
 }
 

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/spf13/pflag"
@@ -129,6 +130,48 @@ func spend(d time.Duration) {
 
 // sleep is time.Sleep; tests replace it to see how spend waits.
 var sleep = time.Sleep
+
+// VerifyCounterOutput checks the counter's committed output, its lines in
+// any order, for the exactly-once property: every key k in 0..keys-1 has
+// the counts 1..n_k exactly once, n_k being the number of i < records with
+// i mod keys = k, and there is no other line. The error names the first
+// problem found.
+func VerifyCounterOutput(lines []string, records, keys int64) error {
+	seen := map[int64]map[int64]bool{}
+	for _, l := range lines {
+		k, c, ok := strings.Cut(l, ",")
+		key, err1 := strconv.ParseInt(k, 10, 64)
+		count, err2 := strconv.ParseInt(c, 10, 64)
+		if !ok || err1 != nil || err2 != nil {
+			return fmt.Errorf("malformed line %q", l)
+		}
+		if seen[key] == nil {
+			seen[key] = map[int64]bool{}
+		}
+		if seen[key][count] {
+			return fmt.Errorf("key %d count %d appears twice", key, count)
+		}
+		seen[key][count] = true
+	}
+	for k := range keys {
+		n := records / keys
+		if k < records%keys {
+			n++
+		}
+		if int64(len(seen[k])) != n {
+			return fmt.Errorf("key %d has %d counts, want %d", k, len(seen[k]), n)
+		}
+		for c := int64(1); c <= n; c++ {
+			if !seen[k][c] {
+				return fmt.Errorf("key %d misses count %d", k, c)
+			}
+		}
+	}
+	if int64(len(lines)) != records {
+		return fmt.Errorf("%d lines for %d records", len(lines), records)
+	}
+	return nil
+}
 
 // countPerKey keeps a running count per key.
 type countPerKey struct {

@@ -63,38 +63,8 @@ func runCounter(t *testing.T, backend string, parallelism int, args ...string) [
 // key k has the counts 1..n_k exactly once.
 func checkCounts(t *testing.T, lines []string, records, keys int64) {
 	t.Helper()
-	seen := map[int64]map[int64]bool{}
-	for _, l := range lines {
-		k, c, ok := strings.Cut(l, ",")
-		key, err1 := strconv.ParseInt(k, 10, 64)
-		count, err2 := strconv.ParseInt(c, 10, 64)
-		if !ok || err1 != nil || err2 != nil {
-			t.Fatalf("malformed line %q", l)
-		}
-		if seen[key] == nil {
-			seen[key] = map[int64]bool{}
-		}
-		if seen[key][count] {
-			t.Fatalf("key %d count %d appears twice", key, count)
-		}
-		seen[key][count] = true
-	}
-	for k := range keys {
-		n := records / keys
-		if k < records%keys {
-			n++
-		}
-		if int64(len(seen[k])) != n {
-			t.Fatalf("key %d has %d counts, want %d", k, len(seen[k]), n)
-		}
-		for c := int64(1); c <= n; c++ {
-			if !seen[k][c] {
-				t.Fatalf("key %d misses count %d", k, c)
-			}
-		}
-	}
-	if int64(len(lines)) != records {
-		t.Fatalf("%d lines for %d records", len(lines), records)
+	if err := VerifyCounterOutput(lines, records, keys); err != nil {
+		t.Fatal(err)
 	}
 }
 

@@ -137,3 +137,79 @@ func TestRunFromDamagedCheckpoint(t *testing.T) {
 		t.Fatalf("%d lines committed, want %d", len(lines), records)
 	}
 }
+
+// The counter, stopped midway after a few checkpoints and resumed with
+// --from latest at another parallelism, commits every key's counts exactly
+// once: the source's splits, the keyed counts and the sink's pending files
+// are redistributed to the new subtasks. The first run is throttled to last
+// seconds and stopped (as by Ctrl-C) once chk-3/_metadata exists; should
+// it finish first, the test fails rather than resume a finished job. (The
+// stop may still discard the newest checkpoint, if the runner had not yet
+// taken note that its _metadata was written; --from latest then restores
+// the one before.)
+func TestRunResumeAtAnotherParallelism(t *testing.T) {
+	const records, keys, stopAfter = 40_000, 97, 3
+	for _, tc := range []struct {
+		backend  string
+		from, to int
+	}{
+		{"hashmap", 2, 3},
+		{"hashmap", 3, 1},
+		{"pebble", 2, 3},
+		{"pebble", 3, 1},
+	} {
+		t.Run(fmt.Sprintf("%s-%d-to-%d", tc.backend, tc.from, tc.to), func(t *testing.T) {
+			dir := t.TempDir()
+			chk, out := filepath.Join(dir, "chk"), filepath.Join(dir, "out")
+			jobDir := filepath.Join(chk, "counter")
+			args := func(parallelism int, extra ...string) []string {
+				return append([]string{"run", "counter", "--records", strconv.Itoa(records), "--keys", strconv.Itoa(keys),
+					"-p", strconv.Itoa(parallelism), "--output", out,
+					"--set", "execution.checkpointing.interval=50ms", "--set", "execution.checkpointing.dir=" + chk,
+					"--set", "state.backend.type=" + tc.backend, "--set", "state.backend.local-dir=" + filepath.Join(dir, "state")},
+					extra...)
+			}
+
+			// 40,000 records at 10,000/s: about 4s, against 3 checkpoints
+			// 50ms apart.
+			ctx, stop := context.WithCancel(context.Background())
+			defer stop()
+			first := make(chan result, 1)
+			go func() { first <- runWith(t, ctx, jobs.Builtin(), args(tc.from, "--rate", "10000")...) }()
+			deadline := time.Now().Add(time.Minute)
+			// Only the newest checkpoint is retained: wait for its id.
+			for ids := checkpointIDs(t, jobDir); len(ids) == 0 || ids[len(ids)-1] < stopAfter; ids = checkpointIDs(t, jobDir) {
+				select {
+				case r := <-first:
+					t.Fatalf("the first run ended (exit code %d) before checkpoint %d completed; it was to be stopped midway:\n%.3000s",
+						r.code, stopAfter, r.stderr)
+				default:
+				}
+				if time.Now().After(deadline) {
+					stop()
+					t.Fatalf("no checkpoint %d within a minute:\n%.3000s", stopAfter, (<-first).stderr)
+				}
+				time.Sleep(time.Millisecond)
+			}
+			stop()
+			r := <-first
+			r.want(t, ExitInterrupted, `job "counter" interrupted`)
+			committed := len(strings.Fields(readCommitted(t, out)))
+			if committed >= records {
+				t.Fatalf("the stopped run committed %d lines of %d: it was not stopped midway", committed, records)
+			}
+			t.Logf("stopped at parallelism %d after checkpoint %d with %d of %d lines committed", tc.from, checkpointIDs(t, jobDir), committed, records)
+
+			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+			defer cancel()
+			r = runWith(t, ctx, jobs.Builtin(), args(tc.to, "--from", "latest")...)
+			if ctx.Err() != nil {
+				t.Fatalf("the resumed run did not end within a minute:\n%.3000s", r.stderr)
+			}
+			r.want(t, ExitOK, fmt.Sprintf(`msg="running job" job=counter parallelism=%d `, tc.to), "Restoring job counter from checkpoint ")
+			if err := jobs.VerifyCounterOutput(strings.Fields(readCommitted(t, out)), records, keys); err != nil {
+				t.Fatalf("committed output after resuming at parallelism %d from %d: %v", tc.to, tc.from, err)
+			}
+		})
+	}
+}

@@ -9,8 +9,14 @@
 # Usage: scripts/kill-restart.sh [hashmap|pebble] [kills]
 # Environment: WEIR (a built weir binary; default: go build one),
 # RECORDS (600000), KEYS (1000), RATE (records/s, 100000), PARALLELISM (2),
+# RESUME_PARALLELISMS (e.g. "3 1 2": each run after a kill takes the next
+# parallelism of the list, cycling; default: PARALLELISM throughout),
+# SINK_DELAY (--sink-delay: time the sink spends per record, e.g. 20us, so
+# that the job is backpressured; default none),
+# UNALIGNED=1 (unaligned checkpoints: --set execution.checkpointing.unaligned.enabled=true),
 # EXTRA (more weir run flags, e.g. "--set execution.checkpointing.mode=AT_LEAST_ONCE"),
 # SEED (seeds the kill times; logged, so a failing run can be repeated).
+# A run that ends with an error before it is killed fails the script.
 set -euo pipefail
 
 seed=${SEED:-$(od -An -N2 -tu2 /dev/urandom | tr -d ' ')}
@@ -23,6 +29,14 @@ records=${RECORDS:-600000}
 keys=${KEYS:-1000}
 rate=${RATE:-100000}
 parallelism=${PARALLELISM:-2}
+# shellcheck disable=SC2206
+resume_parallelisms=(${RESUME_PARALLELISMS:-$parallelism})
+for p in "${resume_parallelisms[@]}"; do
+	if ! [[ $p =~ ^[1-9][0-9]*$ ]]; then
+		echo "RESUME_PARALLELISMS=\"$RESUME_PARALLELISMS\": $p is not a parallelism (a positive integer)" >&2
+		exit 2
+	fi
+done
 
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
@@ -32,35 +46,59 @@ if [[ -z $weir ]]; then
 	go build -o "$weir" "$(dirname "$0")/../cmd/weir"
 fi
 
-args=(run counter --records "$records" --keys "$keys" --rate "$rate" --parallelism "$parallelism"
+args=(run counter --records "$records" --keys "$keys" --rate "$rate"
 	--output "$work/out"
 	--set execution.checkpointing.interval=200ms
 	--set "execution.checkpointing.dir=$work/chk"
 	--set "state.backend.type=$backend"
 	--set "state.backend.local-dir=$work/state"
 	--log-level warn)
+if [[ -n ${SINK_DELAY:-} ]]; then
+	args+=(--sink-delay "$SINK_DELAY")
+fi
+if [[ ${UNALIGNED:-} == 1 ]]; then
+	args+=(--set execution.checkpointing.unaligned.enabled=true)
+fi
 # shellcheck disable=SC2206
 extra=(${EXTRA:-})
 
+# The parallelism of run i: PARALLELISM for the first, then the next of
+# RESUME_PARALLELISMS for each run after a kill.
+parallelism_of() {
+	if (($1 == 1)); then
+		echo "$parallelism"
+	else
+		echo "${resume_parallelisms[($1 - 2) % ${#resume_parallelisms[@]}]}"
+	fi
+}
+
 from=()
 for ((i = 1; i <= kills; i++)); do
-	"$weir" "${args[@]}" "${from[@]}" "${extra[@]}" 2>>"$work/log" &
+	p=$(parallelism_of "$i")
+	"$weir" "${args[@]}" --parallelism "$p" "${from[@]}" "${extra[@]}" 2>>"$work/log" &
 	pid=$!
 	# Kill between 0.3 and 1.5 seconds in: before, during and after
 	# checkpoints, uploads and commits.
 	sleep "$(awk -v r=$RANDOM 'BEGIN { printf "%.2f", 0.3 + 1.2 * r / 32768 }')"
-	if kill -9 "$pid" 2>/dev/null; then
-		echo "run $i: killed with SIGKILL"
-	else
-		echo "run $i: finished before the kill"
-	fi
-	wait "$pid" || true
+	kill -9 "$pid" 2>/dev/null || true
+	rc=0
+	wait "$pid" || rc=$?
+	case $rc in
+	137) echo "run $i (parallelism $p${from[*]:+, ${from[*]}}): killed with SIGKILL" ;;
+	0) echo "run $i (parallelism $p${from[*]:+, ${from[*]}}): finished before the kill" ;;
+	*)
+		cat "$work/log" >&2
+		echo "FAIL: run $i (parallelism $p${from[*]:+, ${from[*]}}) exited with code $rc before the kill"
+		exit 1
+		;;
+	esac
 	if compgen -G "$work/chk/counter/chk-*/_metadata" >/dev/null; then
 		from=(--from latest)
 	fi
 done
-echo "final run ${from[*]}"
-if ! "$weir" "${args[@]}" "${from[@]}" "${extra[@]}" 2>>"$work/log"; then
+p=$(parallelism_of $((kills + 1)))
+echo "final run (parallelism $p${from[*]:+, ${from[*]}})"
+if ! "$weir" "${args[@]}" --parallelism "$p" "${from[@]}" "${extra[@]}" 2>>"$work/log"; then
 	cat "$work/log" >&2
 	exit 1
 fi

@@ -59,6 +59,28 @@ type CheckpointOptions struct {
 	// "latest" for the newest complete checkpoint of the job under Dir.
 	// Default empty: a fresh start (execution.state-recovery.path).
 	RestorePath string
+	// Unaligned checkpoints let barriers overtake the data queued in the
+	// network, which the tasks persist with the checkpoint instead: the
+	// checkpoint time no longer depends on backpressure. They need
+	// exactly-once mode and MaxConcurrent 1; otherwise the job logs a
+	// warning and checkpoints aligned. Default false
+	// (execution.checkpointing.unaligned.enabled). See
+	// docs/checkpointing.md.
+	Unaligned bool
+}
+
+// unaligned reports whether checkpoints run unaligned, and why not if they
+// were asked to and cannot.
+func (c *CheckpointOptions) unaligned() (bool, string) {
+	switch {
+	case !c.Unaligned:
+		return false, ""
+	case c.Mode != CheckpointingExactlyOnce:
+		return false, "unaligned checkpoints need execution.checkpointing.mode EXACTLY_ONCE; checkpointing aligned"
+	case c.MaxConcurrent != 1:
+		return false, fmt.Sprintf("unaligned checkpoints need execution.checkpointing.max-concurrent-checkpoints 1, not %d; checkpointing aligned", c.MaxConcurrent)
+	}
+	return true, ""
 }
 
 // Checkpointing modes.
@@ -247,6 +269,12 @@ type CompletedCheckpoint struct {
 	// Changelog are the changelog state backend's figures after this
 	// checkpoint, its materialized and non-materialized sizes included.
 	Changelog ChangelogMetrics
+	// Unaligned is set when at least one subtask snapshotted unaligned;
+	// UnalignedSubtasks counts them. PersistedBytes is the in-flight data
+	// (channel state) the checkpoint persisted, part of CheckpointedBytes.
+	Unaligned         bool
+	UnalignedSubtasks int
+	PersistedBytes    int64
 }
 
 func completedFunc(f func(CompletedCheckpoint), m *keyed.Metrics) func(coordinator.Completed, *metadata.Checkpoint) {
@@ -257,7 +285,8 @@ func completedFunc(f func(CompletedCheckpoint), m *keyed.Metrics) func(coordinat
 		}
 		f(CompletedCheckpoint{ID: a.ID, Duration: a.Duration, CheckpointedBytes: cp.Bytes, FullBytes: cp.FullBytes,
 			MaxSync: a.Stats.MaxSync.D, MaxAsync: a.Stats.MaxAsync.D, MaxStartDelay: a.Stats.MaxStartDelay.D,
-			MaxAlignment: a.Stats.MaxAlignment.D, Changelog: ChangelogMetrics(m.Figures())})
+			MaxAlignment: a.Stats.MaxAlignment.D, Changelog: ChangelogMetrics(m.Figures()),
+			Unaligned: a.Stats.UnalignedTasks > 0, UnalignedSubtasks: a.Stats.UnalignedTasks, PersistedBytes: a.Stats.PersistedBytes})
 	}
 }
 

@@ -218,11 +218,15 @@ func (e *Environment) execute(ctx context.Context, name string) (runner.Result, 
 	if e.opts.Changelog.Enabled && !enabled {
 		e.opts.Logger.Warn("state.changelog.enabled has no effect without checkpoints: set execution.checkpointing.interval", "job", name)
 	}
+	unaligned, why := co.unaligned()
+	if why != "" && enabled {
+		e.opts.Logger.Warn(why, "job", name)
+	}
 	cfg := runner.Config{
 		JobName: name, Graph: jg, Task: e.taskOptions(name), Enabled: enabled,
 		Retention: runner.Retention(co.Retention),
 		Checkpoint: coordinator.Config{Interval: co.Interval, MinPause: co.MinPause, MaxConcurrent: co.MaxConcurrent,
-			Timeout: co.Timeout, TolerableFailures: co.TolerableFailures, NumRetained: co.NumRetained},
+			Timeout: co.Timeout, TolerableFailures: co.TolerableFailures, NumRetained: co.NumRetained, Unaligned: unaligned},
 		Clock: e.clock(), Logger: e.opts.Logger.With("job", name), Hooks: e.hooks.runner,
 		Status: statusFunc(e.opts.OnStatus, metrics), StatusInterval: e.opts.StatusInterval,
 		Manual: e.manual, OnCompleted: completedFunc(e.opts.OnCheckpointComplete, metrics),

@@ -180,6 +180,7 @@ func OptionsFromConfig(c *config.Config) Options {
 		NumRetained:       int(c.Int("execution.checkpointing.num-retained")),
 		Retention:         c.String("execution.checkpointing.externalized-checkpoint-retention"),
 		RestorePath:       c.String("execution.state-recovery.path"),
+		Unaligned:         c.Bool("execution.checkpointing.unaligned.enabled"),
 	}
 	o.JobLock = JobLockOptions{
 		LeaseDuration: c.Duration("execution.checkpointing.lock.lease-duration"),

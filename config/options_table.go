@@ -202,6 +202,15 @@ var optionTable = []Option{
 		Min:         1,
 	},
 	{
+		Key:     "execution.checkpointing.unaligned.enabled",
+		Kind:    KindBool,
+		Default: "false",
+		Description: "Unaligned checkpoints: barriers overtake the data queued in the network (on hash and rebalance " +
+			"edges; forward, rescale and broadcast edges stay aligned) and the tasks persist that data with the " +
+			"checkpoint, so checkpoint time does not depend on backpressure. Needs exactly-once mode and " +
+			"max-concurrent-checkpoints 1, otherwise the job warns and checkpoints aligned.",
+	},
+	{
 		Key:         "execution.checkpointing.tolerable-failed-checkpoints",
 		Kind:        KindInt,
 		Default:     "0",

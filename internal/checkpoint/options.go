@@ -78,9 +78,19 @@ type Options struct {
 	// that bound to know which files an acknowledgement still to come may
 	// reference.
 	LastCompleted int64
+	// Unaligned checkpoints send their barriers as priority events on the
+	// edges that allow it (hash and rebalance; pointwise and broadcast
+	// edges stay aligned, as in Flink): they overtake the data queued
+	// ahead of them, and the tasks persist that data as channel state.
+	// Savepoints are never unaligned.
+	Unaligned bool
 }
 
 // String renders the options for logs and test scripts.
 func (o Options) String() string {
-	return fmt.Sprintf("%s format=%s last-completed=%d", o.Kind, o.Format, o.LastCompleted)
+	u := ""
+	if o.Unaligned {
+		u = " unaligned"
+	}
+	return fmt.Sprintf("%s format=%s last-completed=%d%s", o.Kind, o.Format, o.LastCompleted, u)
 }

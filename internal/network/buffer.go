@@ -93,6 +93,10 @@ type Buffer struct {
 	Kind Kind
 	// Event is set when Kind is KindEvent.
 	Event Event
+	// Overtook is set by the receiving InputGate on a priority event: the
+	// number of buffers received before it on its channel and not yet
+	// polled, which it overtook (InputGate.Overtaken shows them).
+	Overtook int
 
 	pool *Pool
 }

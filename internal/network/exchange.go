@@ -34,8 +34,12 @@ type Target interface {
 	Send(b *Buffer)
 	// SendPriority puts b, an event buffer whose Event.Priority is set,
 	// ahead of every buffer queued and not yet delivered, behind priority
-	// events sent before it.
-	SendPriority(b *Buffer)
+	// events sent before it. If overtaken is not nil it is called, before
+	// SendPriority returns, with every data buffer b overtook, oldest
+	// first: an unaligned checkpoint persists them as output channel
+	// state. overtaken must not keep the buffer (copy its Data) and must
+	// not call back into the target.
+	SendPriority(b *Buffer, overtaken func(*Buffer))
 }
 
 // Subpartition is the sender side of one channel: the buffers one producer

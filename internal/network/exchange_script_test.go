@@ -213,7 +213,7 @@ func TestExchangeScripts(t *testing.T) {
 						sub.Send(&Buffer{Data: fmt.Appendf(nil, "d%d", x.next[ch])})
 					}
 				case d.HasArg("priority"):
-					sub.SendPriority(NewEventBuffer(Event{Kind: EventBarrier, ID: int64(arg("id", 0)), Priority: true}))
+					sub.SendPriority(NewEventBuffer(Event{Kind: EventBarrier, ID: int64(arg("id", 0)), Priority: true}), nil)
 				case d.HasArg("event"):
 					var kind string
 					d.ScanArgs(t, "event", &kind)

@@ -57,7 +57,7 @@ func TestExchangeConcurrent(t *testing.T) {
 						subs[ch].Send(b)
 					case r == 1:
 						b := NewEventBuffer(Event{Kind: EventBarrier, ID: int64(seq), Priority: true})
-						subs[ch].SendPriority(b)
+						subs[ch].SendPriority(b, nil)
 					default:
 						b, err := pool.Request(context.Background())
 						if err != nil {

@@ -109,6 +109,7 @@ func (c *inputChannel) OnBuffer(b *Buffer, backlog int) (int, error) {
 		c.recvQ.push(b)
 	case b.Event.Priority:
 		priority = true
+		b.Overtook = c.recvQ.len() - c.prio
 		c.recvQ.insert(c.prio, b)
 		c.prio++
 		g.prioQueued++
@@ -280,6 +281,24 @@ func (g *InputGate) popLocked(c *inputChannel) *Buffer {
 		g.settleLocked()
 	}
 	return b
+}
+
+// Overtaken shows visit the data buffers among the n oldest non-priority
+// buffers queued on ch, oldest first, under the gate's lock: called when
+// the consumer polled a priority event with Buffer.Overtook n, they are the
+// buffers that event overtook, which an unaligned checkpoint persists as
+// input channel state. visit must not keep the buffers (copy their Data).
+// The consumer must not have polled ch since it polled the event (Poll
+// returns priority events first, so it cannot have).
+func (g *InputGate) Overtaken(ch, n int, visit func(*Buffer)) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	c := &g.chans[ch]
+	for i := c.prio; i < c.prio+n && i < c.recvQ.len(); i++ {
+		if b := c.recvQ.at(i); b.IsData() {
+			visit(b)
+		}
+	}
 }
 
 // Release recycles data buffer b, received on ch, and credits the sender.

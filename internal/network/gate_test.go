@@ -88,7 +88,7 @@ func TestGateEventsFollowDataAndPriorityOvertakes(t *testing.T) {
 	sub.Send(&Buffer{Data: []byte{1}})
 	sub.Send(&Buffer{Data: []byte{2}}) // no credit: waits at the sender
 	sub.Send(NewEventBuffer(Event{Kind: EventWatermark, Timestamp: 5}))
-	sub.SendPriority(NewEventBuffer(Event{Kind: EventBarrier, ID: 1, Priority: true}))
+	sub.SendPriority(NewEventBuffer(Event{Kind: EventBarrier, ID: 1, Priority: true}), nil)
 
 	kinds := func() []string {
 		var out []string
@@ -131,7 +131,7 @@ func TestGateBlockedChannel(t *testing.T) {
 	if _, _, ok := g.Poll(); ok {
 		t.Fatal("blocked channel delivered")
 	}
-	subs[0].SendPriority(NewEventBuffer(Event{Kind: EventBarrier, Priority: true}))
+	subs[0].SendPriority(NewEventBuffer(Event{Kind: EventBarrier, Priority: true}), nil)
 	if ch, b, ok := g.Poll(); !ok || ch != 0 || b.Kind != KindEvent {
 		t.Fatal("priority event did not pass a blocked channel")
 	}

@@ -130,15 +130,27 @@ func (rp *ResultPartition) Flush() {
 }
 
 // BroadcastEvent flushes every subpartition and then sends ev on each, so the
-// event follows every record written before it.
-func (rp *ResultPartition) BroadcastEvent(ev Event) {
+// event follows every record written before it, or, if it is a priority
+// event, overtakes them.
+func (rp *ResultPartition) BroadcastEvent(ev Event) { rp.BroadcastPriorityEvent(ev, nil) }
+
+// BroadcastPriorityEvent is BroadcastEvent that, for a priority event,
+// shows overtaken every data buffer the event overtook on subpartition sub
+// (see Target.SendPriority): the output channel state of an unaligned
+// checkpoint. Partially filled buffers are sent first, so they are among
+// the overtaken.
+func (rp *ResultPartition) BroadcastPriorityEvent(ev Event, overtaken func(sub int, b *Buffer)) {
 	rp.Flush()
 	for sub := range rp.targets {
-		if ev.Priority {
-			rp.targets[sub].SendPriority(NewEventBuffer(ev))
-		} else {
+		if !ev.Priority {
 			rp.targets[sub].Send(NewEventBuffer(ev))
+			continue
 		}
+		var fn func(*Buffer)
+		if overtaken != nil {
+			fn = func(b *Buffer) { overtaken(sub, b) }
+		}
+		rp.targets[sub].SendPriority(NewEventBuffer(ev), fn)
 	}
 }
 
@@ -279,6 +291,9 @@ type Decoder[T any] interface {
 // by the consumer task with the gate channel the buffer came from.
 type BufferReader interface {
 	Read(ch int, b *Buffer) error
+	// Pending returns the fragments of a record partly read on ch, which
+	// the reader holds until the record's last fragment (nil if none).
+	Pending(ch int) []byte
 }
 
 // RecordReader decodes buffers of records of type T and passes each record
@@ -295,6 +310,12 @@ var _ BufferReader = (*RecordReader[int])(nil)
 func NewRecordReader[T any](dec Decoder[T], out Output[T]) *RecordReader[T] {
 	return &RecordReader[T]{dec: dec, out: out}
 }
+
+// Pending returns the bytes of the fragments of a record read so far on
+// channel ch whose last fragment has not come yet (nil if none): in flight
+// like the buffers still to come, so an unaligned checkpoint persists
+// them. The caller must not modify them.
+func (r *RecordReader[T]) Pending(ch int) []byte { return r.frags[ch] }
 
 // Read decodes every record of data buffer b, received on channel ch.
 func (r *RecordReader[T]) Read(ch int, b *Buffer) error {

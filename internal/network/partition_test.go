@@ -21,7 +21,7 @@ func (r *recordingTarget) Send(b *Buffer) {
 	r.bufs = append(r.bufs, c)
 	b.Recycle()
 }
-func (r *recordingTarget) SendPriority(b *Buffer) { r.Send(b) }
+func (r *recordingTarget) SendPriority(b *Buffer, _ func(*Buffer)) { r.Send(b) }
 
 type sliceOutput[T any] struct{ got []T }
 

@@ -42,12 +42,20 @@ func (s *PipelinedSubpartition) Send(b *Buffer) {
 }
 
 // SendPriority queues priority event b ahead of every queued buffer except
-// earlier priority events. It panics if b is not a priority event.
-func (s *PipelinedSubpartition) SendPriority(b *Buffer) {
+// earlier priority events, and shows overtaken (if not nil) the data buffers
+// it overtook. It panics if b is not a priority event.
+func (s *PipelinedSubpartition) SendPriority(b *Buffer, overtaken func(*Buffer)) {
 	if b.Kind != KindEvent || !b.Event.Priority {
 		panic(fmt.Sprintf("network: SendPriority of a %v buffer that is not a priority event", b.Kind))
 	}
 	s.mu.Lock()
+	if overtaken != nil {
+		for i := s.prio; i < s.q.len(); i++ {
+			if q := s.q.at(i); q.IsData() {
+				overtaken(q)
+			}
+		}
+	}
 	s.q.insert(s.prio, b)
 	s.prio++
 	l := s.listener

@@ -616,7 +616,7 @@ func (d *driver) onAck(a task.Ack) {
 		return
 	}
 	d.coord.Ack(now, a.ID, id, coordinator.TaskStats{StartDelay: a.StartDelay, Alignment: a.Alignment,
-		Sync: a.Sync, Async: a.Async, Bytes: a.Bytes}, a.State)
+		Sync: a.Sync, Async: a.Async, Bytes: a.Bytes, Unaligned: a.Unaligned, PersistedBytes: a.PersistedBytes}, a.State)
 }
 
 // apply carries out the coordinator's actions.
@@ -725,7 +725,8 @@ func (d *driver) writeMetadata(a coordinator.WriteMetadata[taskState]) {
 	// The completion time recorded is when the last task acknowledged:
 	// _metadata cannot hold the moment it is itself durable.
 	cp := &metadata.Checkpoint{Job: r.cfg.JobName, ID: a.ID, Bytes: a.Stats.Bytes,
-		TriggerTime: d.triggers[a.ID].UnixMilli(), CompletionTime: r.cfg.Clock.Now().UnixMilli()}
+		TriggerTime: d.triggers[a.ID].UnixMilli(), CompletionTime: r.cfg.Clock.Now().UnixMilli(),
+		UnalignedSubtasks: a.Stats.UnalignedTasks, PersistedBytes: a.Stats.PersistedBytes}
 	ops := map[string]*metadata.Operator{}
 	var order []string
 	for _, states := range a.Handles {
@@ -873,6 +874,11 @@ func (d *driver) completionLine(a coordinator.Completed, cp *metadata.Checkpoint
 	parts := ""
 	if mat, log, recs, ok := cp.ChangelogParts(); ok {
 		parts = fmt.Sprintf(" = materialized %s + log %s of %d records", FormatBytes(mat), FormatBytes(log), recs)
+	}
+	if s.UnalignedTasks > 0 {
+		parts += fmt.Sprintf(", unaligned at %d of %d subtasks, persisted in-flight data %s", s.UnalignedTasks, len(s.Tasks), FormatBytes(s.PersistedBytes))
+	} else if s.PersistedBytes > 0 {
+		parts += fmt.Sprintf(", persisted in-flight data %s", FormatBytes(s.PersistedBytes))
 	}
 	return fmt.Sprintf("Completed checkpoint %d for job %s (checkpointed size %s, full size %s%s, checkpointDuration=%d ms): max start delay %s at %s, max alignment %s at %s, max sync %s at %s, max async %s at %s.",
 		a.ID, d.r.cfg.JobName, FormatBytes(s.Bytes), FormatBytes(cp.FullBytes), parts, a.Duration.Milliseconds(),

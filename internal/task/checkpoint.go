@@ -2,6 +2,7 @@ package task
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"time"
@@ -109,8 +110,15 @@ type Ack struct {
 	// the subtask; Alignment the time its inputs were (partly) blocked;
 	// Sync the synchronous phase; Async the asynchronous one.
 	StartDelay, Alignment, Sync, Async time.Duration
-	// Bytes is the size of the subtask's state in the checkpoint.
+	// Bytes is the size of the subtask's state in the checkpoint,
+	// in-flight data included.
 	Bytes int64
+	// Unaligned: a priority barrier triggered the snapshot before every
+	// input delivered its barrier.
+	Unaligned bool
+	// PersistedBytes is the in-flight data (channel state, input and
+	// output) the subtask persisted; part of Bytes.
+	PersistedBytes int64
 	// State is the state of each chained operator that has some.
 	State []OperatorState
 	// Declined is why the subtask declined; nil for an acknowledgement.
@@ -140,7 +148,7 @@ func (j *Job) TriggerCheckpoint(id, triggerTime int64, opts checkpoint.Options) 
 		}
 		t.mail.post(func() error {
 			start := t.clock.Now()
-			return t.snapshotAndForward(id, triggerTime, opts, time.Duration(start.UnixMilli()-triggerTime)*time.Millisecond, 0)
+			return t.snapshotAndForward(id, triggerTime, opts, time.Duration(start.UnixMilli()-triggerTime)*time.Millisecond, 0, false)
 		})
 	}
 }
@@ -203,8 +211,12 @@ func (t *task) notify(id int64, complete bool) error {
 
 // snapshotAndForward runs the synchronous phase of checkpoint id on every
 // chained operator, forwards barrier id on every output and starts the
-// asynchronous phase, which acknowledges.
-func (t *task) snapshotAndForward(id, triggerTime int64, opts checkpoint.Options, startDelay, alignment time.Duration) error {
+// asynchronous phase, which acknowledges. For an unaligned checkpoint
+// (opts.Unaligned) the barrier overtakes the queued output, which becomes
+// channel state; unaligned says the snapshot was triggered before every
+// input delivered its barrier, so input channel state is collected until
+// they have.
+func (t *task) snapshotAndForward(id, triggerTime int64, opts checkpoint.Options, startDelay, alignment time.Duration, unaligned bool) error {
 	start := t.clock.Now()
 	if hook := t.hooks.Sync; hook != nil {
 		if err := hook(t.vertex, t.index, id); err != nil {
@@ -233,12 +245,22 @@ func (t *task) snapshotAndForward(id, triggerTime int64, opts checkpoint.Options
 		}
 		snaps[i] = s
 	}
-	for _, rp := range t.partitions {
-		rp.BroadcastEvent(network.Event{Kind: network.EventBarrier, ID: id, Timestamp: triggerTime, Checkpoint: opts})
+	var cs *channelState
+	if opts.Unaligned {
+		cs = t.startChannelState(id)
 	}
-	a := Ack{ID: id, StartDelay: max(startDelay, 0), Alignment: alignment, Sync: t.clock.Now().Sub(start)}
+	t.forwardBarrier(network.Event{Kind: network.EventBarrier, ID: id, Timestamp: triggerTime, Checkpoint: opts}, cs)
+	if cs != nil {
+		if unaligned {
+			t.abortChannelState(0, fmt.Errorf("checkpoint %d started before its channel state was complete", id))
+			t.inflight = cs
+		} else {
+			cs.finish(nil) // aligned inputs: only the outputs' part
+		}
+	}
+	a := Ack{ID: id, StartDelay: max(startDelay, 0), Alignment: alignment, Sync: t.clock.Now().Sub(start), Unaligned: unaligned}
 	t.async.Add(1)
-	go t.persist(snaps, a)
+	go t.persist(snaps, a, cs)
 	return nil
 }
 
@@ -254,8 +276,10 @@ func releaseSnapshots(snaps []OperatorSnapshot) {
 }
 
 // persist is the asynchronous phase: it writes the frozen state of every
-// operator to checkpoint storage and acknowledges (or declines).
-func (t *task) persist(snaps []OperatorSnapshot, a Ack) {
+// operator to checkpoint storage, then, for an unaligned checkpoint, the
+// channel state cs once the task collected all of it, and acknowledges (or
+// declines).
+func (t *task) persist(snaps []OperatorSnapshot, a Ack, cs *channelState) {
 	defer t.async.Done()
 	defer releaseSnapshots(snaps)
 	start := time.Now()
@@ -331,6 +355,37 @@ func (t *task) persist(snaps []OperatorSnapshot, a Ack) {
 		a.State = append(a.State, OperatorState{UID: c.UID, Name: c.Name, Parallelism: c.Parallelism,
 			MaxParallelism: c.MaxParallelism, State: st})
 	}
+	if cs != nil {
+		select {
+		case <-cs.done:
+		case <-t.ctx.Done():
+			t.decline(a, fmt.Errorf("channel state: %w", context.Cause(t.ctx)))
+			return
+		}
+		if cs.err != nil {
+			t.decline(a, fmt.Errorf("channel state: %w", cs.err))
+			return
+		}
+		chans, n, err := t.writeChannelState(a.ID, cs)
+		if err != nil {
+			t.decline(a, fmt.Errorf("channel state: %w", err))
+			return
+		}
+		if len(chans) > 0 {
+			c := t.ctxs[0]
+			i := 0
+			for i < len(a.State) && a.State[i].UID != c.UID {
+				i++
+			}
+			if i == len(a.State) {
+				a.State = append(a.State, OperatorState{UID: c.UID, Name: c.Name, Parallelism: c.Parallelism, MaxParallelism: c.MaxParallelism,
+					State: metadata.Subtask{Index: c.Subtask, KeyGroupStart: c.KeyGroupStart, KeyGroupEnd: c.KeyGroupEnd}})
+			}
+			a.State[i].State.Channels = chans
+		}
+		a.Bytes += n
+		a.PersistedBytes = n
+	}
 	a.Async = time.Since(start)
 	t.ack(a)
 }
@@ -399,12 +454,17 @@ func (t *task) ack(a Ack) {
 }
 
 // handleBarrierEvent feeds a barrier-related event of channel ch to the
-// barrier handler and applies what it decides.
-func (t *task) handleBarrierEvent(ch int, ev network.Event) error {
+// barrier handler and applies what it decides. overtook is the
+// Buffer.Overtook of a priority barrier.
+func (t *task) handleBarrierEvent(ch int, ev network.Event, overtook int) error {
 	now := t.clock.Now().UnixMilli()
 	switch ev.Kind {
 	case network.EventBarrier:
-		t.barriers.OnBarrier(ch, ev.ID, ev.Timestamp, ev.Checkpoint, now)
+		if ev.Priority {
+			t.barriers.OnPriorityBarrier(ch, ev.ID, ev.Timestamp, ev.Checkpoint, now)
+		} else {
+			t.barriers.OnBarrier(ch, ev.ID, ev.Timestamp, ev.Checkpoint, now)
+		}
 	case network.EventCancelBarrier:
 		t.barriers.OnCancelBarrier(ch, ev.ID, now)
 	case network.EventEndOfPartition:
@@ -417,10 +477,23 @@ func (t *task) handleBarrierEvent(ch int, ev network.Event) error {
 		case barrier.Unblock:
 			t.gate.Unblock(a.Ch)
 		case barrier.TriggerSnapshot:
-			if err := t.snapshotAndForward(a.ID, a.TriggerTime, a.Options, a.StartDelay, a.Alignment); err != nil {
+			if err := t.snapshotAndForward(a.ID, a.TriggerTime, a.Options, a.StartDelay, a.Alignment, a.Unaligned); err != nil {
 				return err
 			}
+		case barrier.StartPersisting:
+			t.startPersisting(a.Ch)
+		case barrier.PersistOvertaken:
+			t.persistOvertaken(a.Ch, overtook)
+		case barrier.StopPersisting:
+			t.stopPersisting(a.Ch)
+		case barrier.ChannelStateComplete:
+			t.completeChannelState(a.ID)
 		case barrier.Abort:
+			// An unaligned checkpoint already snapshotted here is
+			// declined by its asynchronous phase.
+			if t.abortChannelState(a.ID, errors.New(a.Message)) {
+				continue
+			}
 			reason := DeclineBarrier
 			if a.Reason == barrier.ReasonSubsumed {
 				reason = DeclineSubsumed

@@ -223,6 +223,7 @@ func (j *Job) buildTask(v *graph.Vertex, index int, gates map[*graph.Vertex][]*n
 		name:          fmt.Sprintf("%s (%d/%d)", v.Name(), index+1, v.Parallelism),
 		vertex:        v.ID,
 		index:         index,
+		parallelism:   v.Parallelism,
 		tracker:       &Tracker{Timestamp: NoTimestamp},
 		bufferTimeout: j.opts.BufferTimeout,
 		clock:         j.opts.Clock,
@@ -258,6 +259,7 @@ func (j *Job) buildTask(v *graph.Vertex, index int, gates map[*graph.Vertex][]*n
 				return nil, err
 			}
 			t.partitions = append(t.partitions, rp)
+			t.outParts = append(t.outParts, outPartition{edge: edgeKey(e), unaligned: unalignedEdge(e.Partitioner), consumers: e.To.Parallelism})
 			t.parts[i] = append(t.parts[i], rp)
 			perOutput[e.Output] = append(perOutput[e.Output], out)
 		}
@@ -325,6 +327,7 @@ func (j *Job) buildTask(v *graph.Vertex, index int, gates map[*graph.Vertex][]*n
 		t.gate = gs[index]
 		t.barriers = barrier.New(t.gate.NumChannels(), j.opts.CheckpointMode)
 		t.readers = make([]network.BufferReader, t.gate.NumChannels())
+		t.inChans = make([]inChannel, t.gate.NumChannels())
 		for _, e := range v.Inputs {
 			in := inputs[e.To][min(e.Input, 1)]
 			if in == nil {
@@ -336,6 +339,7 @@ func (j *Job) buildTask(v *graph.Vertex, index int, gates map[*graph.Vertex][]*n
 			}
 			for k := range e.From.Parallelism {
 				t.readers[offsets[e]+k] = r
+				t.inChans[offsets[e]+k] = inChannel{edge: edgeKey(e), producer: k}
 			}
 		}
 	} else if t.source == nil {

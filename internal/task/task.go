@@ -60,6 +60,12 @@ type task struct {
 	onPriority func(ch int, ev network.Event)
 
 	barriers *barrier.Handler // for tasks with inputs
+	// Unaligned checkpoints: the channel state being collected, and what
+	// it needs to know of the task's channels (unaligned.go).
+	inflight    *channelState
+	inChans     []inChannel    // per gate channel
+	outParts    []outPartition // per partition
+	parallelism int
 	acks     chan<- Ack
 	ctx      context.Context // the job's, set by run
 
@@ -138,7 +144,9 @@ func (t *task) run(ctx context.Context) (err error) {
 		t.publishCounts()
 		// Asynchronous phases read the operators' frozen state: let them
 		// end (on failure the canceled context stops their uploads) before
-		// the operators close their backends.
+		// the operators close their backends. One waiting for channel
+		// state the task will not collect any more declines.
+		t.abortChannelState(0, errors.New("the task ended before every input delivered the barrier"))
 		t.async.Wait()
 		if cerr := t.closeOps(opened); err == nil {
 			err = cerr
@@ -385,14 +393,16 @@ func (t *task) nextInput() (int, *network.Buffer, bool) {
 
 // awaitOutputs blocks while an output has no free buffer, so that the task
 // does not start work it cannot hand on (backpressure), unless ctx ends.
-// Mail is served meanwhile. It first fails the task if a user function
+// Mail is served meanwhile. It returns early when mail took a priority
+// event: a barrier needs no output buffer, and an unaligned checkpoint must
+// not wait for backpressure. It first fails the task if a user function
 // swallowed a failure.
 func (t *task) awaitOutputs(ctx context.Context) error {
 	if err := t.swallowed(ctx); err != nil {
 		return err
 	}
 	for _, rp := range t.partitions {
-		for {
+		for len(t.priority) == 0 {
 			interrupted, err := rp.Pool().WaitAvailableOr(ctx, t.mail.notify)
 			if err != nil {
 				return t.canceled(ctx)
@@ -517,7 +527,7 @@ func (t *task) runInput(ctx context.Context) error {
 		if b.Kind == network.KindEvent {
 			switch b.Event.Kind {
 			case network.EventBarrier, network.EventCancelBarrier:
-				if err := t.handleBarrierEvent(ch, b.Event); err != nil {
+				if err := t.handleBarrierEvent(ch, b.Event, b.Overtook); err != nil {
 					return err
 				}
 				continue
@@ -531,7 +541,7 @@ func (t *task) runInput(ctx context.Context) error {
 				if err := endData(ch); err != nil {
 					return err
 				}
-				if err := t.handleBarrierEvent(ch, b.Event); err != nil {
+				if err := t.handleBarrierEvent(ch, b.Event, 0); err != nil {
 					return err
 				}
 				continue
@@ -542,6 +552,7 @@ func (t *task) runInput(ctx context.Context) error {
 			continue
 		}
 		t.tracker.Cur = 0
+		t.persistRead(ch, b)
 		if err := t.readers[ch].Read(ch, b); err != nil {
 			return t.opError(0, err)
 		}

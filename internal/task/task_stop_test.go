@@ -159,6 +159,8 @@ func (f *flood) Read(ch int, b *network.Buffer) error {
 	return nil
 }
 
+func (f *flood) Pending(int) []byte { return nil }
+
 // A priority event (an unaligned barrier) that reaches a task blocked on
 // backpressure in the middle of a record wakes it through its mailbox: the
 // task takes the event while still blocked.
@@ -190,7 +192,7 @@ func TestPriorityEventReachesBackpressuredTask(t *testing.T) {
 	waitUntil(t, "the task is blocked in the middle of a record", func() bool {
 		return reader.emitting.Load() && outSub.Backlog() == 1
 	})
-	upstream.SendPriority(network.NewEventBuffer(network.Event{Kind: network.EventBarrier, ID: 7, Priority: true}))
+	upstream.SendPriority(network.NewEventBuffer(network.Event{Kind: network.EventBarrier, ID: 7, Priority: true}), nil)
 	select {
 	case ev := <-taken:
 		if ev.ID != 7 {

@@ -30,7 +30,7 @@ func (e *eventTarget) Send(b *network.Buffer) {
 	}
 	b.Recycle()
 }
-func (e *eventTarget) SendPriority(b *network.Buffer) { e.Send(b) }
+func (e *eventTarget) SendPriority(b *network.Buffer, _ func(*network.Buffer)) { e.Send(b) }
 
 // A task forwards the minimum watermark of its live input channels, once it
 // moves forward, to its chained operators and then its outputs; a channel

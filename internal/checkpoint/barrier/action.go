@@ -20,8 +20,9 @@ var (
 )
 
 // Action is one thing the task must do, in the order Actions returns them. It
-// is one of Block, Unblock, TriggerSnapshot, Abort, ForwardCancelBarrier or
-// Fail.
+// is one of Block, Unblock, TriggerSnapshot, Abort, ForwardCancelBarrier,
+// Fail, or, for unaligned checkpoints, StartPersisting, PersistOvertaken,
+// StopPersisting and ChannelStateComplete.
 type Action interface {
 	fmt.Stringer
 	action()
@@ -52,9 +53,46 @@ type TriggerSnapshot struct {
 	// arriving here (never negative, whatever the clock skew).
 	StartDelay time.Duration
 	// Alignment is the time from the first to the last barrier of ID arriving
-	// here: how long input was (partly) blocked in exactly-once mode.
+	// here: how long input was (partly) blocked in exactly-once mode. For
+	// an unaligned trigger, the time aligned before it went unaligned.
 	Alignment time.Duration
+	// Unaligned: a priority barrier triggered the snapshot before every
+	// channel delivered its barrier. The task forwards the barrier as a
+	// priority event where the edge allows, persists the output buffers it
+	// overtook, and collects input channel state as the StartPersisting,
+	// PersistOvertaken and StopPersisting actions that follow say, until
+	// ChannelStateComplete.
+	Unaligned bool
 }
+
+// StartPersisting: from now on, every buffer the task reads from Ch is input
+// channel state of unaligned checkpoint ID (it was sent before Ch's
+// barrier), and so are the fragments of a record the task's reader holds
+// for Ch. It lasts until StopPersisting for Ch.
+type StartPersisting struct {
+	Ch int
+	ID int64
+}
+
+// PersistOvertaken: the barrier of ID just read on Ch was a priority event;
+// the buffers it overtook, still queued at the gate
+// (network.InputGate.Overtaken), are input channel state of ID.
+type PersistOvertaken struct {
+	Ch int
+	ID int64
+}
+
+// StopPersisting: Ch delivered the barrier of ID (or ended); nothing it
+// delivers from now on belongs to ID.
+type StopPersisting struct {
+	Ch int
+	ID int64
+}
+
+// ChannelStateComplete: every live channel delivered the barrier of
+// unaligned checkpoint ID; its input channel state is complete and the
+// asynchronous phase may write it.
+type ChannelStateComplete struct{ ID int64 }
 
 // Abort: checkpoint ID will not be snapshotted by this task. The task declines
 // it to the coordinator with Reason and Message. A ForwardCancelBarrier for
@@ -84,7 +122,27 @@ var (
 	_ Action = Abort{}
 	_ Action = ForwardCancelBarrier{}
 	_ Action = Fail{}
+	_ Action = StartPersisting{}
+	_ Action = PersistOvertaken{}
+	_ Action = StopPersisting{}
+	_ Action = ChannelStateComplete{}
 )
+
+func (StartPersisting) action()      {}
+func (PersistOvertaken) action()     {}
+func (StopPersisting) action()       {}
+func (ChannelStateComplete) action() {}
+
+func (a StartPersisting) String() string {
+	return fmt.Sprintf("start-persisting ch=%d id=%d", a.Ch, a.ID)
+}
+func (a PersistOvertaken) String() string {
+	return fmt.Sprintf("persist-overtaken ch=%d id=%d", a.Ch, a.ID)
+}
+func (a StopPersisting) String() string {
+	return fmt.Sprintf("stop-persisting ch=%d id=%d", a.Ch, a.ID)
+}
+func (a ChannelStateComplete) String() string { return fmt.Sprintf("channel-state-complete id=%d", a.ID) }
 
 func (Block) action()                {}
 func (Unblock) action()              {}
@@ -96,8 +154,12 @@ func (Fail) action()                 {}
 func (a Block) String() string   { return fmt.Sprintf("block ch=%d", a.Ch) }
 func (a Unblock) String() string { return fmt.Sprintf("unblock ch=%d", a.Ch) }
 func (a TriggerSnapshot) String() string {
-	return fmt.Sprintf("trigger id=%d trigger-time=%d start-delay=%s alignment=%s",
-		a.ID, a.TriggerTime, a.StartDelay, a.Alignment)
+	u := ""
+	if a.Unaligned {
+		u = " unaligned"
+	}
+	return fmt.Sprintf("trigger id=%d trigger-time=%d start-delay=%s alignment=%s%s",
+		a.ID, a.TriggerTime, a.StartDelay, a.Alignment, u)
 }
 func (a Abort) String() string {
 	return fmt.Sprintf("abort id=%d reason=%s: %s", a.ID, a.Reason, a.Message)

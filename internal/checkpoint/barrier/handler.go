@@ -60,6 +60,10 @@ type Handler struct {
 }
 
 type pendingCheckpoint struct {
+	// unaligned is set once the checkpoint triggered unaligned here: it
+	// stays pending while the channels that had not delivered its barrier
+	// persist their input until they do.
+	unaligned    bool
 	id           int64
 	triggerTime  int64
 	options      checkpoint.Options
@@ -95,8 +99,22 @@ func (h *Handler) Actions() []Action {
 
 // OnBarrier handles the barrier of checkpoint id, triggered by the
 // coordinator at triggerTime with opts, arriving on channel ch at now (both
-// Unix milliseconds).
+// Unix milliseconds), in its place in the channel's order.
 func (h *Handler) OnBarrier(ch int, id int64, triggerTime int64, opts checkpoint.Options, now int64) {
+	h.onBarrier(ch, id, triggerTime, opts, now, false)
+}
+
+// OnPriorityBarrier handles the barrier of checkpoint id arriving on ch as a
+// priority event, ahead of the buffers it overtook: an unaligned checkpoint.
+// In ExactlyOnce mode the first one triggers the snapshot at once
+// (TriggerSnapshot with Unaligned) and makes every other live channel
+// persist its input until its barrier arrives; see the package
+// documentation. In AtLeastOnce mode it is an ordinary barrier.
+func (h *Handler) OnPriorityBarrier(ch int, id int64, triggerTime int64, opts checkpoint.Options, now int64) {
+	h.onBarrier(ch, id, triggerTime, opts, now, h.mode == ExactlyOnce)
+}
+
+func (h *Handler) onBarrier(ch int, id int64, triggerTime int64, opts checkpoint.Options, now int64, priority bool) {
 	if !h.checkLive(ch, "barrier", id) {
 		return
 	}
@@ -133,6 +151,18 @@ func (h *Handler) OnBarrier(ch int, id int64, triggerTime int64, opts checkpoint
 	p := h.pending[i]
 	p.delivered[ch] = true
 	p.missing--
+	switch {
+	case p.unaligned:
+		if priority {
+			h.emit(PersistOvertaken{Ch: ch, ID: id})
+		}
+		h.emit(StopPersisting{Ch: ch, ID: id})
+		h.completeUnaligned(now)
+		return
+	case priority:
+		h.triggerUnaligned(p, ch, now)
+		return
+	}
 	if p.missing == 0 {
 		h.trigger(i, now)
 		return
@@ -174,7 +204,14 @@ func (h *Handler) OnEndOfPartition(ch int, now int64) {
 	for _, p := range h.pending {
 		if !p.delivered[ch] {
 			p.missing--
+			if p.unaligned {
+				h.emit(StopPersisting{Ch: ch, ID: p.id})
+			}
 		}
+	}
+	if len(h.pending) > 0 && h.pending[0].unaligned {
+		h.completeUnaligned(now)
+		return
 	}
 	for {
 		i := 0
@@ -238,6 +275,42 @@ func (h *Handler) trigger(i int, now int64) {
 	if h.mode == ExactlyOnce {
 		h.unblockAll()
 	}
+}
+
+// triggerUnaligned switches p, the one checkpoint aligning, to unaligned at
+// the priority barrier on ch: the snapshot is taken now, the channels still
+// owing the barrier persist their input until it arrives, ch persists what
+// its barrier overtook, and the channels blocked so far (their barrier came
+// in order, nothing of theirs is in flight before it) are released.
+func (h *Handler) triggerUnaligned(p *pendingCheckpoint, ch int, now int64) {
+	p.unaligned = true
+	h.emit(TriggerSnapshot{
+		ID:          p.id,
+		TriggerTime: p.triggerTime,
+		Options:     p.options,
+		StartDelay:  time.Duration(max(0, p.firstArrival-p.triggerTime)) * time.Millisecond,
+		Alignment:   time.Duration(max(0, now-p.firstArrival)) * time.Millisecond,
+		Unaligned:   true,
+	})
+	for c, d := range p.delivered {
+		if !d && !h.ended[c] {
+			h.emit(StartPersisting{Ch: c, ID: p.id})
+		}
+	}
+	h.emit(StartPersisting{Ch: ch, ID: p.id}, PersistOvertaken{Ch: ch, ID: p.id}, StopPersisting{Ch: ch, ID: p.id})
+	h.unblockAll()
+	h.completeUnaligned(now)
+}
+
+// completeUnaligned ends the unaligned checkpoint pending (the only one, in
+// ExactlyOnce mode) once no live channel owes its barrier.
+func (h *Handler) completeUnaligned(now int64) {
+	p := h.pending[0]
+	if p.missing > 0 {
+		return
+	}
+	h.pending = nil
+	h.emit(ChannelStateComplete{ID: p.id})
 }
 
 // abortOlder aborts every pending checkpoint older than id, oldest first.

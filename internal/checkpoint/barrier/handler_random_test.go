@@ -26,6 +26,18 @@ import (
 //     strictly increasing ids, so ids trigger in increasing order;
 //   - at the end nothing is pending or blocked, and in runs without skips,
 //     cancellations or task aborts every checkpoint seen triggered.
+//
+// In exactly-once runs some channels deliver their barriers as priority
+// events (unaligned checkpoints; the others are pointwise edges that stay
+// aligned). Then also:
+//
+//   - an unaligned TriggerSnapshot comes only at a priority barrier, and
+//     from it on every live channel that has not delivered the barrier
+//     persists (StartPersisting) until its barrier arrives or it ends
+//     (StopPersisting), never longer, and the triggering channel persists
+//     what its barrier overtook (PersistOvertaken, priority barriers only);
+//   - ChannelStateComplete comes once per unaligned trigger, when no
+//     channel persists any more, unless the checkpoint was aborted first.
 func TestRandomInterleavings(t *testing.T) {
 	runs := 3000
 	if testing.Short() {
@@ -52,6 +64,12 @@ func randomRun(seed uint64) (err error) {
 		mode = AtLeastOnce
 	}
 	clean := true // no skips, cancellations or task aborts
+	priority := make([]bool, channels)
+	if mode == ExactlyOnce && rng.IntN(3) > 0 {
+		for ch := range priority {
+			priority[ch] = rng.IntN(4) > 0
+		}
+	}
 
 	scripts := make([][]step, channels)
 	for ch := range scripts {
@@ -76,7 +94,7 @@ func randomRun(seed uint64) (err error) {
 	var log []string
 	defer func() {
 		if err != nil {
-			err = fmt.Errorf("%s, %d channels: %w\nscripts: %v\nlog:\n%s", mode, channels, err, scripts, joinLines(log))
+			err = fmt.Errorf("%s, %d channels (priority %v): %w\nscripts: %v\nlog:\n%s", mode, channels, priority, err, scripts, joinLines(log))
 		}
 	}()
 
@@ -91,6 +109,8 @@ func randomRun(seed uint64) (err error) {
 	}
 	triggered := map[int64]bool{}
 	aborted := map[int64]bool{}
+	unaligned := map[int64]bool{} // triggered unaligned, channel state not complete
+	persisting := make([]int64, channels) // checkpoint a channel persists for, 0: none
 	seen := map[int64]bool{}
 	var downstream int64
 	now := int64(1000)
@@ -120,6 +140,9 @@ func randomRun(seed uint64) (err error) {
 			if len(h.pending) != 0 {
 				return fmt.Errorf("all channels ended with checkpoints pending: %s", h)
 			}
+			if len(unaligned) != 0 {
+				return fmt.Errorf("unaligned checkpoints without complete channel state: %v", unaligned)
+			}
 			if clean {
 				for id := range seen {
 					if !triggered[id] {
@@ -137,7 +160,11 @@ func randomRun(seed uint64) (err error) {
 			case 'b':
 				seen[st.id] = true
 				delivered[stepCh][st.id] = true
-				h.OnBarrier(stepCh, st.id, st.id*100, checkpoint.Options{}, now)
+				if priority[stepCh] {
+					h.OnPriorityBarrier(stepCh, st.id, st.id*100, checkpoint.Options{}, now)
+				} else {
+					h.OnBarrier(stepCh, st.id, st.id*100, checkpoint.Options{}, now)
+				}
 			case 'c':
 				h.OnCancelBarrier(stepCh, st.id, now)
 			case 'e':
@@ -167,7 +194,16 @@ func randomRun(seed uint64) (err error) {
 				if triggered[a.ID] || aborted[a.ID] {
 					return fmt.Errorf("%v of a settled checkpoint", a)
 				}
+				if a.Unaligned {
+					if st.kind != 'b' || !priority[stepCh] || st.id != a.ID {
+						return fmt.Errorf("%v not at a priority barrier", a)
+					}
+					unaligned[a.ID] = true
+				}
 				for ch := range delivered {
+					if a.Unaligned {
+						break
+					}
 					if !ended[ch] && !delivered[ch][a.ID] {
 						return fmt.Errorf("%v before live channel %d delivered it", a, ch)
 					}
@@ -180,10 +216,13 @@ func randomRun(seed uint64) (err error) {
 				}
 				triggered[a.ID], downstream = true, a.ID
 			case Abort:
-				if triggered[a.ID] || aborted[a.ID] {
+				// An unaligned checkpoint triggered (its barrier went
+				// downstream) may still be aborted until its channel
+				// state is complete.
+				if (triggered[a.ID] && !unaligned[a.ID]) || aborted[a.ID] {
 					return fmt.Errorf("%v of a settled checkpoint", a)
 				}
-				if a.ID <= downstream {
+				if a.ID < downstream || (a.ID == downstream && !unaligned[a.ID]) {
 					return fmt.Errorf("%v after %d went downstream", a, downstream)
 				}
 				if i+1 == len(acts) || acts[i+1] != (ForwardCancelBarrier{ID: a.ID}) {
@@ -192,6 +231,40 @@ func randomRun(seed uint64) (err error) {
 				i++
 				log = append(log, "  "+acts[i].String())
 				aborted[a.ID], downstream = true, a.ID
+				if unaligned[a.ID] {
+					// The task drops the channel state collected for it.
+					delete(unaligned, a.ID)
+					for ch := range persisting {
+						if persisting[ch] == a.ID {
+							persisting[ch] = 0
+						}
+					}
+				}
+			case StartPersisting:
+				if !unaligned[a.ID] || persisting[a.Ch] != 0 || ended[a.Ch] ||
+					(delivered[a.Ch][a.ID] && (a.Ch != stepCh || st.id != a.ID)) {
+					return fmt.Errorf("unexpected %v", a)
+				}
+				persisting[a.Ch] = a.ID
+			case PersistOvertaken:
+				if persisting[a.Ch] != a.ID || a.Ch != stepCh || st.kind != 'b' || st.id != a.ID || !priority[a.Ch] {
+					return fmt.Errorf("unexpected %v", a)
+				}
+			case StopPersisting:
+				if persisting[a.Ch] != a.ID || a.Ch != stepCh || !((st.kind == 'b' && st.id == a.ID) || st.kind == 'e') {
+					return fmt.Errorf("unexpected %v", a)
+				}
+				persisting[a.Ch] = 0
+			case ChannelStateComplete:
+				if !unaligned[a.ID] {
+					return fmt.Errorf("unexpected %v", a)
+				}
+				for ch, id := range persisting {
+					if id != 0 {
+						return fmt.Errorf("%v while channel %d persists for %d", a, ch, id)
+					}
+				}
+				delete(unaligned, a.ID)
 			default:
 				return fmt.Errorf("unexpected %v", a)
 			}
@@ -199,6 +272,13 @@ func randomRun(seed uint64) (err error) {
 		for ch, b := range blocked {
 			if b && (triggered[blockedFor[ch]] || aborted[blockedFor[ch]]) {
 				return fmt.Errorf("channel %d left blocked after checkpoint %d settled", ch, blockedFor[ch])
+			}
+		}
+		for id := range unaligned {
+			for ch := range persisting {
+				if !ended[ch] && !delivered[ch][id] && persisting[ch] != id {
+					return fmt.Errorf("channel %d owes barrier %d of an unaligned checkpoint and does not persist", ch, id)
+				}
 			}
 		}
 	}

@@ -15,6 +15,7 @@ import (
 //
 //	init channels=N mode=exactly-once|at-least-once
 //	barrier ch=C id=I trigger=T [now=N]   barrier I (triggered at T) on C
+//	pbarrier ch=C id=I trigger=T [now=N]  the same as a priority event (unaligned)
 //	cancel ch=C id=I [now=N]              cancellation barrier I on C
 //	eop ch=C [now=N]                      end of partition on C
 //	abort id=I reason=WORD                AbortFromTask(I, errors.New(WORD))
@@ -47,6 +48,8 @@ func TestHandlerScripts(t *testing.T) {
 				now = 0
 			case "barrier":
 				h.OnBarrier(int(arg("ch")), arg("id"), arg("trigger"), checkpoint.Options{}, now)
+			case "pbarrier":
+				h.OnPriorityBarrier(int(arg("ch")), arg("id"), arg("trigger"), checkpoint.Options{}, now)
 			case "cancel":
 				h.OnCancelBarrier(int(arg("ch")), arg("id"), now)
 			case "eop":

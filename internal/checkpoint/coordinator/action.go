@@ -189,8 +189,15 @@ type TaskStats struct {
 	// Sync and Async: the two snapshot phases.
 	Sync  time.Duration
 	Async time.Duration
-	// Bytes: the state size the task reports (checkpointed data size).
+	// Bytes: the state size the task reports (checkpointed data size),
+	// in-flight data included.
 	Bytes int64
+	// Unaligned: the task's snapshot was taken unaligned (a priority
+	// barrier triggered it before every input delivered its barrier).
+	Unaligned bool
+	// PersistedBytes: the in-flight data (channel state) the task
+	// persisted, input and output; part of Bytes.
+	PersistedBytes int64
 }
 
 // TaskReport is one task's acknowledgement as the coordinator saw it.
@@ -218,8 +225,13 @@ func (m Max) String() string { return fmt.Sprintf("%s@%s", m.D, m.Task) }
 // Stats summarise a fully acknowledged checkpoint: per task, sorted by
 // TaskID, and the maxima that explain a slow checkpoint.
 type Stats struct {
-	Tasks         []TaskReport
-	Bytes         int64
+	Tasks []TaskReport
+	Bytes int64
+	// PersistedBytes is the in-flight data all tasks persisted, and
+	// UnalignedTasks the number of tasks that snapshotted unaligned: a
+	// checkpoint is unaligned if any task was.
+	PersistedBytes int64
+	UnalignedTasks int
 	MaxStartDelay Max
 	MaxAlignment  Max
 	MaxSync       Max
@@ -243,6 +255,10 @@ func buildStats(reports []TaskReport) Stats {
 	for i, r := range reports {
 		first := i == 0
 		s.Bytes += r.Stats.Bytes
+		s.PersistedBytes += r.Stats.PersistedBytes
+		if r.Stats.Unaligned {
+			s.UnalignedTasks++
+		}
 		upd(&s.MaxStartDelay, r.Task, r.Stats.StartDelay, first)
 		upd(&s.MaxAlignment, r.Task, r.Stats.Alignment, first)
 		upd(&s.MaxSync, r.Task, r.Stats.Sync, first)

@@ -38,6 +38,11 @@ type Config struct {
 	Tasks []TaskID
 	// JobName appears in messages. Default "job".
 	JobName string
+	// Unaligned makes checkpoints unaligned
+	// (execution.checkpointing.unaligned.enabled): their barriers overtake
+	// in-flight data, which the tasks persist. The caller enables it only
+	// for exactly-once checkpoints with MaxConcurrent 1.
+	Unaligned bool
 }
 
 // EnsureDefaults fills the zero fields that have a default.

@@ -281,7 +281,7 @@ func (c *Coordinator[H]) trigger(periodic bool, format checkpoint.Format) int64 
 		acks:      make(map[TaskID]ack[H], len(c.tasks)),
 	}
 	c.emit(Trigger{ID: id, Timestamp: c.now, Periodic: periodic,
-		Options: checkpoint.Options{Kind: checkpoint.KindCheckpoint, Format: format, LastCompleted: c.lastCompletedID}})
+		Options: checkpoint.Options{Kind: checkpoint.KindCheckpoint, Format: format, LastCompleted: c.lastCompletedID, Unaligned: c.cfg.Unaligned}})
 	return id
 }
 

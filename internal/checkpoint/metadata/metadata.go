@@ -38,6 +38,11 @@ type Checkpoint struct {
 	// references, shared ones included, and its inline state (Flink's
 	// "Full Checkpoint Data Size"). For a full checkpoint it equals Bytes.
 	FullBytes int64 `json:"fullBytes"`
+	// UnalignedSubtasks is the number of subtasks that snapshotted
+	// unaligned (0: an aligned checkpoint), PersistedBytes the in-flight
+	// data they persisted (part of Bytes; Subtask.Channels says where).
+	UnalignedSubtasks int   `json:"unalignedSubtasks,omitempty"`
+	PersistedBytes    int64 `json:"persistedBytes,omitempty"`
 	// Operators are sorted by UID.
 	Operators []Operator `json:"operators"`
 }
@@ -77,6 +82,35 @@ type Subtask struct {
 	// for states the job had not registered yet when this checkpoint was
 	// taken (a segment file; replayed like the log, before it).
 	Pending *LogSegment `json:"pending,omitempty"`
+	// Channels is the in-flight data an unaligned checkpoint persisted at
+	// the subtask (kept with the head operator of its task): the input
+	// buffers its barriers overtook or that arrived before them, and the
+	// output buffers queued when it forwarded them.
+	Channels []ChannelState `json:"channels,omitempty"`
+}
+
+// ChannelState is the in-flight data of one network channel, persisted by
+// an unaligned checkpoint: a range of a channel-state file holding a
+// sequence of buffers (docs/checkpoint-layout.md). A channel's data is its
+// input part (at the consumer) followed by its output part (at the
+// producer); on restore the consumer side reads both, in that order,
+// before any new data.
+type ChannelState struct {
+	// Edge names the edge: "<from uid>/<output>-><to uid>/<input>".
+	Edge string `json:"edge"`
+	// Output is set for buffers queued at the producer (output channel
+	// state), unset for buffers received by the consumer (input).
+	Output bool `json:"output,omitempty"`
+	// Producer and Consumer are the channel's subtasks; Consumers is the
+	// consumer operator's parallelism when the checkpoint was taken.
+	Producer  int `json:"producer"`
+	Consumer  int `json:"consumer"`
+	Consumers int `json:"consumers"`
+	// File holds the buffers at Offset..Offset+Length.
+	File    storage.FileHandle `json:"file"`
+	Offset  int64              `json:"offset"`
+	Length  int64              `json:"length"`
+	Buffers int                `json:"buffers"`
 }
 
 // ChangelogState is the non-materialized part of a changelog checkpoint.
@@ -177,6 +211,11 @@ func (st *Subtask) Files() []storage.FileHandle {
 	fs := st.SnapshotFiles()
 	if st.Pending != nil {
 		fs = append(fs, st.Pending.File)
+	}
+	for i, c := range st.Channels {
+		if i == 0 || c.File.Path != st.Channels[i-1].File.Path {
+			fs = append(fs, c.File)
+		}
 	}
 	if st.Changelog != nil {
 		for _, s := range st.Changelog.AllSegments() {
@@ -358,6 +397,12 @@ func (c *Checkpoint) validate() error {
 			}
 			if err := st.validateLog(); err != nil {
 				return fmt.Errorf("operator %q subtask %d: %w", op.UID, st.Index, err)
+			}
+			for _, ch := range st.Channels {
+				if ch.Edge == "" || ch.Producer < 0 || ch.Consumer < 0 || ch.Consumer >= ch.Consumers ||
+					ch.Offset < 0 || ch.Length < 0 || ch.Offset+ch.Length > ch.File.Size {
+					return fmt.Errorf("operator %q subtask %d: bad channel state %+v", op.UID, st.Index, ch)
+				}
 			}
 		}
 	}

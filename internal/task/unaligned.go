@@ -1,0 +1,291 @@
+package task
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+
+	"github.com/weirstream/weir/internal/checkpoint/metadata"
+	"github.com/weirstream/weir/internal/checkpoint/storage"
+	"github.com/weirstream/weir/internal/graph"
+	"github.com/weirstream/weir/internal/network"
+)
+
+// Unaligned checkpoints at a subtask.
+//
+// When the snapshot of an unaligned checkpoint is taken (at the first
+// priority barrier, or at a source), the barrier goes out as a priority
+// event on every output edge that allows it and the data buffers it
+// overtook in the subpartitions are copied: output channel state. On the
+// input side the barrier handler says which channels persist, from the
+// snapshot until their own barrier: the buffers a priority barrier
+// overtook at the gate, and every buffer read from such a channel before
+// its barrier, are copied as input channel state. Once every channel
+// delivered its barrier (ChannelStateComplete) the asynchronous phase
+// writes all of it into one file per subtask and checkpoint, referenced
+// from the head operator's metadata (metadata.ChannelState).
+//
+// Copies are taken under the subpartition's or the gate's lock on the task
+// goroutine, so the buffers themselves move on at once: the task never
+// waits for storage, and the copies are bounded by the network memory.
+
+// edgeKey names an edge in channel state: stable across runs as long as
+// the operators keep their uids.
+func edgeKey(e *graph.Edge) string {
+	return fmt.Sprintf("%s/%d->%s/%d", e.From.UID, e.Output, e.To.UID, e.Input)
+}
+
+// unalignedEdge reports whether barriers may overtake data on an edge with
+// partitioner p: all-to-all edges whose in-flight data can be redistributed
+// by key group or channel on rescale. Pointwise (forward, rescale) and
+// broadcast edges stay aligned, as in Flink.
+func unalignedEdge(p network.Partitioner) bool {
+	return p == network.Hash || p == network.Rebalance
+}
+
+// inChannel is what a task knows of one of its input channels.
+type inChannel struct {
+	edge     string
+	producer int
+}
+
+// outPartition is what a task knows of one of its output partitions.
+type outPartition struct {
+	edge      string
+	unaligned bool // barriers overtake on this edge
+	consumers int
+}
+
+// savedBuffer is a copy of one data buffer of channel state.
+type savedBuffer struct {
+	kind network.Kind
+	data []byte
+}
+
+// channelState collects the in-flight data of one unaligned checkpoint.
+// The task goroutine fills it; the asynchronous phase reads it after done
+// is closed.
+type channelState struct {
+	id         int64
+	in         [][]savedBuffer   // per input channel
+	out        [][][]savedBuffer // per output partition, per subpartition
+	persisting []bool            // per input channel
+	done       chan struct{}     // closed when complete or aborted
+	err        error             // set before done is closed if aborted
+	closed     bool
+}
+
+func newChannelState(id int64, inputs int, partitions []*network.ResultPartition) *channelState {
+	cs := &channelState{id: id, done: make(chan struct{}), in: make([][]savedBuffer, inputs), persisting: make([]bool, inputs)}
+	cs.out = make([][][]savedBuffer, len(partitions))
+	for i, rp := range partitions {
+		cs.out[i] = make([][]savedBuffer, rp.NumSubpartitions())
+	}
+	return cs
+}
+
+func copyBuffer(b *network.Buffer) savedBuffer {
+	return savedBuffer{kind: b.Kind, data: append([]byte(nil), b.Data...)}
+}
+
+// finish closes the collection with err (nil: complete).
+func (cs *channelState) finish(err error) {
+	if cs.closed {
+		return
+	}
+	cs.closed, cs.err = true, err
+	clear(cs.persisting)
+	close(cs.done)
+}
+
+// bytes is the size of the data collected.
+func (cs *channelState) bytes() int64 {
+	var n int64
+	for _, bs := range cs.in {
+		for _, b := range bs {
+			n += int64(len(b.data))
+		}
+	}
+	for _, subs := range cs.out {
+		for _, bs := range subs {
+			for _, b := range bs {
+				n += int64(len(b.data))
+			}
+		}
+	}
+	return n
+}
+
+// encodeBuffers appends bs in the channel-state file format: per buffer a
+// kind byte, the length as a uvarint and the bytes.
+func encodeBuffers(dst []byte, bs []savedBuffer) []byte {
+	for _, b := range bs {
+		dst = append(dst, byte(b.kind))
+		dst = binary.AppendUvarint(dst, uint64(len(b.data)))
+		dst = append(dst, b.data...)
+	}
+	return dst
+}
+
+// errChannelStateFormat is wrapped by errors of a channel-state range that
+// does not parse.
+var errChannelStateFormat = errors.New("channel state does not parse")
+
+// decodeBuffers parses n buffers from src, which must hold exactly them.
+func decodeBuffers(src []byte, n int) ([]savedBuffer, error) {
+	out := make([]savedBuffer, 0, n)
+	for len(src) > 0 {
+		kind := network.Kind(src[0])
+		if kind != network.KindData && kind != network.KindFragment && kind != network.KindFragmentEnd {
+			return nil, fmt.Errorf("%w: buffer %d has kind %d", errChannelStateFormat, len(out), kind)
+		}
+		l, k := binary.Uvarint(src[1:])
+		if k <= 0 || uint64(len(src)-1-k) < l {
+			return nil, fmt.Errorf("%w: buffer %d is truncated", errChannelStateFormat, len(out))
+		}
+		out = append(out, savedBuffer{kind: kind, data: src[1+k : 1+k+int(l)]})
+		src = src[1+k+int(l):]
+	}
+	if len(out) != n {
+		return nil, fmt.Errorf("%w: %d buffers, the metadata says %d", errChannelStateFormat, len(out), n)
+	}
+	return out, nil
+}
+
+// writeChannelState writes cs into one file of checkpoint id and returns
+// the metadata entries pointing into it and the bytes written.
+func (t *task) writeChannelState(id int64, cs *channelState) ([]metadata.ChannelState, int64, error) {
+	var payload []byte
+	var entries []metadata.ChannelState
+	add := func(e metadata.ChannelState, bs []savedBuffer) {
+		if len(bs) == 0 {
+			return
+		}
+		e.Offset = int64(len(payload))
+		payload = encodeBuffers(payload, bs)
+		e.Length = int64(len(payload)) - e.Offset
+		e.Buffers = len(bs)
+		entries = append(entries, e)
+	}
+	for ch, bs := range cs.in {
+		c := t.inChans[ch]
+		add(metadata.ChannelState{Edge: c.edge, Producer: c.producer, Consumer: t.index, Consumers: t.parallelism}, bs)
+	}
+	for i, subs := range cs.out {
+		p := t.outParts[i]
+		for sub, bs := range subs {
+			add(metadata.ChannelState{Edge: p.edge, Output: true, Producer: t.index, Consumer: sub, Consumers: p.consumers}, bs)
+		}
+	}
+	if len(entries) == 0 {
+		return nil, 0, nil
+	}
+	name := fmt.Sprintf("chan-%s-%d", sanitize(t.ctxs[0].UID), t.index)
+	h, err := t.writeFile(id, name, func(w io.Writer) error {
+		_, err := w.Write(payload)
+		return err
+	})
+	if err != nil {
+		return nil, 0, err
+	}
+	if h == nil { // no checkpoint storage
+		h = &storage.FileHandle{Path: name, Size: int64(len(payload))}
+	}
+	for i := range entries {
+		entries[i].File = *h
+	}
+	return entries, int64(len(payload)), nil
+}
+
+// startChannelState begins collecting the channel state of unaligned
+// checkpoint id; the outputs' part is added as the barrier goes out.
+func (t *task) startChannelState(id int64) *channelState {
+	inputs := 0
+	if t.gate != nil {
+		inputs = t.gate.NumChannels()
+	}
+	return newChannelState(id, inputs, t.partitions)
+}
+
+// forwardBarrier emits barrier ev on every output: as a priority event that
+// overtakes queued data (whose copies go into cs) where the checkpoint is
+// unaligned and the edge allows it, in order otherwise.
+func (t *task) forwardBarrier(ev network.Event, cs *channelState) {
+	for i, rp := range t.partitions {
+		if cs == nil || !t.outParts[i].unaligned {
+			rp.BroadcastEvent(ev)
+			continue
+		}
+		pev := ev
+		pev.Priority = true
+		out := cs.out[i]
+		rp.BroadcastPriorityEvent(pev, func(sub int, b *network.Buffer) {
+			out[sub] = append(out[sub], copyBuffer(b))
+		})
+	}
+}
+
+// startPersisting, persistOvertaken and stopPersisting carry out the
+// barrier handler's channel-state actions for the checkpoint being
+// collected (t.inflight). A channel starting to persist first saves the
+// fragments of a record its reader holds: the record is in flight.
+func (t *task) startPersisting(ch int) {
+	cs := t.inflight
+	if cs == nil || cs.persisting[ch] {
+		return
+	}
+	cs.persisting[ch] = true
+	if p := t.readers[ch].Pending(ch); len(p) > 0 {
+		cs.in[ch] = append(cs.in[ch], savedBuffer{kind: network.KindFragment, data: append([]byte(nil), p...)})
+	}
+}
+
+// persistOvertaken saves the buffers the priority barrier just read on ch
+// overtook (its Buffer.Overtook).
+func (t *task) persistOvertaken(ch, overtook int) {
+	cs := t.inflight
+	if cs == nil || !cs.persisting[ch] || overtook == 0 {
+		return
+	}
+	t.gate.Overtaken(ch, overtook, func(b *network.Buffer) {
+		cs.in[ch] = append(cs.in[ch], copyBuffer(b))
+	})
+}
+
+// stopPersisting ends ch's part: its barrier arrived or it ended.
+func (t *task) stopPersisting(ch int) {
+	if cs := t.inflight; cs != nil {
+		cs.persisting[ch] = false
+	}
+}
+
+// persistRead copies data buffer b, read from ch, into the channel state
+// being collected if ch persists.
+func (t *task) persistRead(ch int, b *network.Buffer) {
+	if cs := t.inflight; cs != nil && cs.persisting[ch] {
+		cs.in[ch] = append(cs.in[ch], copyBuffer(b))
+	}
+}
+
+// completeChannelState hands the collected channel state of id to the
+// asynchronous phase.
+func (t *task) completeChannelState(id int64) {
+	if cs := t.inflight; cs != nil && cs.id == id {
+		cs.finish(nil)
+		t.inflight = nil
+	}
+}
+
+// abortChannelState drops the channel state being collected (the
+// checkpoint was aborted, or the task ends); the asynchronous phase waiting
+// for it declines with err. It reports whether id was being collected.
+func (t *task) abortChannelState(id int64, err error) bool {
+	cs := t.inflight
+	if cs == nil || (id != 0 && cs.id != id) {
+		return false
+	}
+	cs.finish(err)
+	t.inflight = nil
+	return true
+}

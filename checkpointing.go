@@ -67,6 +67,11 @@ type CheckpointOptions struct {
 	// (execution.checkpointing.unaligned.enabled). See
 	// docs/checkpointing.md.
 	Unaligned bool
+	// RecoverWithoutChannelState names a checkpoint to restore without
+	// its in-flight data, the escape hatch for channel state that cannot
+	// be read: the records it held are lost. Default -1: none
+	// (execution.state-recovery.without-channel-state.checkpoint-id).
+	RecoverWithoutChannelState int64
 }
 
 // unaligned reports whether checkpoints run unaligned, and why not if they

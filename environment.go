@@ -223,7 +223,7 @@ func (e *Environment) execute(ctx context.Context, name string) (runner.Result, 
 		e.opts.Logger.Warn(why, "job", name)
 	}
 	cfg := runner.Config{
-		JobName: name, Graph: jg, Task: e.taskOptions(name), Enabled: enabled,
+		JobName: name, Graph: jg, Task: e.taskOptions(name), Enabled: enabled, SkipChannelStateID: co.RecoverWithoutChannelState,
 		Retention: runner.Retention(co.Retention),
 		Checkpoint: coordinator.Config{Interval: co.Interval, MinPause: co.MinPause, MaxConcurrent: co.MaxConcurrent,
 			Timeout: co.Timeout, TolerableFailures: co.TolerableFailures, NumRetained: co.NumRetained, Unaligned: unaligned},

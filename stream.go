@@ -272,6 +272,27 @@ func (o *outputImpl[T]) NewReader(in any, timestamped bool, tr *task.Tracker) (n
 	return network.NewRecordReader[T](dec, in.(network.Output[T])), nil
 }
 
+func (o *outputImpl[T]) NewKeyFilteredReader(in any, e task.EdgeInfo, index int) (network.BufferReader, error) {
+	ks, ok := e.Impl.(*keySelector[T])
+	if !ok {
+		return nil, fmt.Errorf("a %v edge has no key selector to filter by", e.Partitioner)
+	}
+	channel := ks.channels(e.Consumers, e.ConsumerMaxParallelism)
+	return o.NewReader(keepOutput[T]{out: in.(network.Output[T]), keep: func(v T) bool { return channel(v) == index }}, e.Timestamped, e.Tracker)
+}
+
+// keepOutput passes on the records keep accepts.
+type keepOutput[T any] struct {
+	out  network.Output[T]
+	keep func(T) bool
+}
+
+func (k keepOutput[T]) Collect(v T) {
+	if k.keep(v) {
+		k.out.Collect(v)
+	}
+}
+
 // tsCodec frames a record with its event timestamp: 8 bytes little endian,
 // taken from the producing task's tracker and put into the consuming task's
 // tracker just before the record is passed on.

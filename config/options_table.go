@@ -211,6 +211,14 @@ var optionTable = []Option{
 			"max-concurrent-checkpoints 1, otherwise the job warns and checkpoints aligned.",
 	},
 	{
+		Key:     "execution.state-recovery.without-channel-state.checkpoint-id",
+		Kind:    KindInt,
+		Default: "-1",
+		Description: "Id of a checkpoint to restore without its in-flight data (the channel state of an unaligned " +
+			"checkpoint), when that data cannot be read: the records it held are lost. -1: none.",
+		Min: -1,
+	},
+	{
 		Key:         "execution.checkpointing.tolerable-failed-checkpoints",
 		Kind:        KindInt,
 		Default:     "0",

@@ -3,6 +3,7 @@ package network
 import (
 	"context"
 	"fmt"
+	"sync/atomic"
 )
 
 // CanceledError is the panic value of a writer whose context ended while it
@@ -291,6 +292,10 @@ type Decoder[T any] interface {
 // by the consumer task with the gate channel the buffer came from.
 type BufferReader interface {
 	Read(ch int, b *Buffer) error
+	// ReadFrom reads b from byte offset off on and may stop early, after a
+	// whole record, once stop is set; it returns where it stopped
+	// (len(b.Data): at the end). See RecordReader.ReadFrom.
+	ReadFrom(ch int, b *Buffer, off int, stop *atomic.Bool) (int, error)
 	// Pending returns the fragments of a record partly read on ch, which
 	// the reader holds until the record's last fragment (nil if none).
 	Pending(ch int) []byte
@@ -319,16 +324,28 @@ func (r *RecordReader[T]) Pending(ch int) []byte { return r.frags[ch] }
 
 // Read decodes every record of data buffer b, received on channel ch.
 func (r *RecordReader[T]) Read(ch int, b *Buffer) error {
+	_, err := r.ReadFrom(ch, b, 0, nil)
+	return err
+}
+
+// ReadFrom decodes the records of b from byte offset off on, and stops
+// early, after a whole record, once stop is set (nil: never): a priority
+// event wants the task. It returns the offset it stopped at, len(b.Data)
+// when it read everything. Fragments are read whole.
+func (r *RecordReader[T]) ReadFrom(ch int, b *Buffer, off int, stop *atomic.Bool) (int, error) {
 	switch b.Kind {
 	case KindData:
-		data := b.Data
+		data := b.Data[off:]
 		for len(data) > 0 {
 			v, n, err := r.dec.Decode(data)
 			if err != nil {
-				return fmt.Errorf("decode record on channel %d: %w", ch, err)
+				return len(b.Data) - len(data), fmt.Errorf("decode record on channel %d: %w", ch, err)
 			}
 			data = data[n:]
 			r.out.Collect(v)
+			if stop != nil && len(data) > 0 && stop.Load() {
+				return len(b.Data) - len(data), nil
+			}
 		}
 	case KindFragment:
 		if r.frags == nil {
@@ -340,14 +357,14 @@ func (r *RecordReader[T]) Read(ch int, b *Buffer) error {
 		delete(r.frags, ch)
 		v, n, err := r.dec.Decode(rec)
 		if err != nil {
-			return fmt.Errorf("decode fragmented record on channel %d: %w", ch, err)
+			return len(b.Data), fmt.Errorf("decode fragmented record on channel %d: %w", ch, err)
 		}
 		if n != len(rec) {
-			return fmt.Errorf("decode fragmented record on channel %d: %d trailing bytes", ch, len(rec)-n)
+			return len(b.Data), fmt.Errorf("decode fragmented record on channel %d: %d trailing bytes", ch, len(rec)-n)
 		}
 		r.out.Collect(v)
 	default:
-		return fmt.Errorf("network: reader got a %v buffer", b.Kind)
+		return len(b.Data), fmt.Errorf("network: reader got a %v buffer", b.Kind)
 	}
-	return nil
+	return len(b.Data), nil
 }

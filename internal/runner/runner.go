@@ -63,6 +63,10 @@ type Config struct {
 	Checkpoint coordinator.Config
 	// Enabled turns checkpointing on; it requires Storage.
 	Enabled bool
+	// SkipChannelStateID is a checkpoint restored without its in-flight
+	// data (execution.state-recovery.without-channel-state.checkpoint-id;
+	// -1 or 0: none).
+	SkipChannelStateID int64
 	// Storage holds the job's checkpoints, under JobDir.
 	Storage *storage.Storage
 	JobDir  string
@@ -374,6 +378,10 @@ func (r *runner) attempt(ctx context.Context, cp *metadata.Checkpoint, cpStore *
 	opts.CountRecords = r.cfg.Status != nil
 	if cp != nil {
 		r.log.Info(fmt.Sprintf("Restoring job %s from checkpoint %d.", r.cfg.JobName, cp.ID))
+		if opts.SkipChannelState = cp.ID == r.cfg.SkipChannelStateID; opts.SkipChannelState && cp.PersistedBytes > 0 {
+			r.log.Warn(fmt.Sprintf("Restoring checkpoint %d without its in-flight data (%s are dropped, as execution.state-recovery.without-channel-state.checkpoint-id says): records are lost.",
+				cp.ID, FormatBytes(cp.PersistedBytes)))
+		}
 	}
 	job, err := task.Deploy(ctx, r.cfg.Graph, opts)
 	if err != nil {
@@ -484,6 +492,7 @@ func (d *driver) run() error {
 		case <-d.sourcesEnded:
 			d.sourcesEnded = nil
 			d.finalAfter = d.coord.NextID()
+			d.coord.EndUnaligned()
 		case <-tc:
 			d.coord.Tick(r.cfg.Clock.Now())
 		case req := <-r.cfg.Manual:

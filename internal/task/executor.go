@@ -77,6 +77,10 @@ type Options struct {
 	// Incremental asks backends that can (pebble) for native, incremental
 	// snapshots instead of full canonical streams.
 	Incremental bool
+	// SkipChannelState restores Restore without its in-flight data
+	// (execution.state-recovery.without-channel-state.checkpoint-id): the
+	// records an unaligned checkpoint persisted in the network are lost.
+	SkipChannelState bool
 }
 
 // FaultHooks inject failures, for tests. Nil fields do nothing.
@@ -150,6 +154,7 @@ type Job struct {
 	sourcesEnded chan struct{}
 	sourcesLeft  atomic.Int64
 	restored     map[string]*restoredOp
+	channelState map[string][]metadata.ChannelState // restored in-flight data by edge
 	stateDir     string
 	graph        *graph.JobGraph
 	tasks        []*task
@@ -175,6 +180,9 @@ func Deploy(ctx context.Context, jg *graph.JobGraph, opts Options) (*Job, error)
 			return nil, err
 		}
 		j.restored = r
+		if !opts.SkipChannelState {
+			j.channelState = channelStateByEdge(opts.Restore)
+		}
 		if err := j.checkRestoredFiles(); err != nil {
 			stop(err)
 			return nil, err
@@ -315,6 +323,7 @@ func (j *Job) buildTask(v *graph.Vertex, index int, gates map[*graph.Vertex][]*n
 	t.acks = j.acks
 	t.store, t.storeJob, t.hooks, t.final = j.opts.Checkpoints, j.opts.CheckpointJob, j.opts.Hooks, j.opts.FinalCheckpoint
 	t.runID = j.opts.RunID
+	t.openRestored = j.openRestored
 	if t.source != nil {
 		j.sourcesLeft.Add(1)
 		t.onEnded = func() {
@@ -341,6 +350,11 @@ func (j *Job) buildTask(v *graph.Vertex, index int, gates map[*graph.Vertex][]*n
 				t.readers[offsets[e]+k] = r
 				t.inChans[offsets[e]+k] = inChannel{edge: edgeKey(e), producer: k}
 			}
+			rcs, err := j.recoveredChannels(v, index, e, r, in, t.tracker)
+			if err != nil {
+				return nil, fmt.Errorf("edge %q -> %q: %w", e.From.Name, e.To.Name, err)
+			}
+			t.replay = append(t.replay, rcs...)
 		}
 	} else if t.source == nil {
 		return nil, fmt.Errorf("vertex %q has neither a source nor an input", v.Name())

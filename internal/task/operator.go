@@ -132,6 +132,11 @@ type OutputImpl interface {
 	// NewReader returns a reader that decodes records of type T into in, a
 	// network.Output[T] as any, for the consumer task whose tracker is tr.
 	NewReader(in any, timestamped bool, tr *Tracker) (network.BufferReader, error)
+	// NewKeyFilteredReader is NewReader (e.Timestamped, e.Tracker: the
+	// consumer's) that passes on only the records that hash edge e routes
+	// to consumer subtask index of e.Consumers: in-flight data of an
+	// unaligned checkpoint restored at another parallelism.
+	NewKeyFilteredReader(in any, e EdgeInfo, index int) (network.BufferReader, error)
 }
 
 // EdgeInfo describes a network edge to OutputImpl.NetworkOutput.

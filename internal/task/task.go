@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"math"
 	"runtime/debug"
 	"sync"
@@ -54,6 +55,9 @@ type task struct {
 	// order they arrived; runInput handles them before the gate's buffers.
 	priority       []polled
 	priorityPosted atomic.Bool // urgent mail to take them is queued
+	// readStop is set when a priority event arrived: the buffer being
+	// read stops after the current record (partialBuffer).
+	readStop atomic.Bool
 	priorityMail   Mail
 	// onPriority, if set, sees every priority event as urgent mail takes
 	// it (tests).
@@ -66,8 +70,13 @@ type task struct {
 	inChans     []inChannel    // per gate channel
 	outParts    []outPartition // per partition
 	parallelism int
-	acks     chan<- Ack
-	ctx      context.Context // the job's, set by run
+	// replay is the in-flight data of a restored unaligned checkpoint,
+	// replayed before the gate is read (unaligned_restore.go).
+	replay       []recoveredChannel
+	partial      partialBuffer
+	openRestored func(storage.FileHandle) (io.ReadCloser, error)
+	acks         chan<- Ack
+	ctx          context.Context // the job's, set by run
 
 	// Checkpointing.
 	store     *storage.Storage // nil: snapshots are not persisted
@@ -354,6 +363,7 @@ var _ network.Yielder = (*task)(nil)
 // delivering producer's goroutine and posts urgent mail, which reaches the
 // task even while it is blocked on backpressure.
 func (t *task) priorityArrived() {
+	t.readStop.Store(true)
 	if t.priorityPosted.CompareAndSwap(false, true) {
 		t.mail.postUrgent(t.priorityMail)
 	}
@@ -487,6 +497,9 @@ func (t *task) runSource(ctx context.Context) error {
 func (t *task) runInput(ctx context.Context) error {
 	n := t.gate.NumChannels()
 	t.inputWM = watermark.NewCombiner(n)
+	if err := t.replayChannelState(ctx); err != nil {
+		return err
+	}
 	live := n
 	dataEnded := make([]bool, n)
 	dataLive := n
@@ -510,8 +523,17 @@ func (t *task) runInput(ctx context.Context) error {
 		if ctx.Err() != nil {
 			return t.canceled(ctx)
 		}
+		// Priority events from now on stop the reading of a buffer; those
+		// that came before are taken by the mail awaitOutputs serves.
+		t.readStop.Store(false)
 		if err := t.awaitOutputs(ctx); err != nil {
 			return err
+		}
+		if t.partial.b != nil && len(t.priority) == 0 {
+			if err := t.readPartial(ctx); err != nil {
+				return err
+			}
+			continue
 		}
 		ch, b, ok := t.nextInput()
 		if !ok {
@@ -551,20 +573,43 @@ func (t *task) runInput(ctx context.Context) error {
 			}
 			continue
 		}
-		t.tracker.Cur = 0
 		t.persistRead(ch, b)
-		if err := t.readers[ch].Read(ch, b); err != nil {
-			return t.opError(0, err)
-		}
-		if err := t.swallowed(ctx); err != nil {
-			return err
-		}
-		t.gate.Release(ch, b)
-		if err := t.tick(); err != nil {
+		t.partial = partialBuffer{ch: ch, b: b}
+		if err := t.readPartial(ctx); err != nil {
 			return err
 		}
 	}
 	return nil
+}
+
+// partialBuffer is a data buffer the task is reading: it stops after a
+// whole record when a priority event arrives (an unaligned barrier must
+// not wait for the rest of a buffer of slow records) and goes on after
+// handling it.
+type partialBuffer struct {
+	ch  int
+	b   *network.Buffer
+	off int // bytes read
+}
+
+// readPartial reads on in t.partial's buffer until it ends or a priority
+// event arrives; at its end the buffer goes back to the gate.
+func (t *task) readPartial(ctx context.Context) error {
+	p := &t.partial
+	t.tracker.Cur = 0
+	off, err := t.readers[p.ch].ReadFrom(p.ch, p.b, p.off, &t.readStop)
+	if err != nil {
+		return t.opError(0, err)
+	}
+	if err := t.swallowed(ctx); err != nil {
+		return err
+	}
+	if p.off = off; off < len(p.b.Data) {
+		return nil
+	}
+	t.gate.Release(p.ch, p.b)
+	*p = partialBuffer{}
+	return t.tick()
 }
 
 func (t *task) handleEvent(ch int, ev network.Event) error {

@@ -161,6 +161,10 @@ func (f *flood) Read(ch int, b *network.Buffer) error {
 
 func (f *flood) Pending(int) []byte { return nil }
 
+func (f *flood) ReadFrom(ch int, b *network.Buffer, _ int, _ *atomic.Bool) (int, error) {
+	return len(b.Data), f.Read(ch, b)
+}
+
 // A priority event (an unaligned barrier) that reaches a task blocked on
 // backpressure in the middle of a record wakes it through its mailbox: the
 // task takes the event while still blocked.

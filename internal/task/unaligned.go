@@ -236,7 +236,11 @@ func (t *task) startPersisting(ch int) {
 		return
 	}
 	cs.persisting[ch] = true
-	if p := t.readers[ch].Pending(ch); len(p) > 0 {
+	if p := t.partial; p.b != nil && p.ch == ch {
+		// The rest of the buffer being read is in flight too (a data
+		// buffer: no fragments are pending on its channel).
+		cs.in[ch] = append(cs.in[ch], savedBuffer{kind: network.KindData, data: append([]byte(nil), p.b.Data[p.off:]...)})
+	} else if p := t.readers[ch].Pending(ch); len(p) > 0 {
 		cs.in[ch] = append(cs.in[ch], savedBuffer{kind: network.KindFragment, data: append([]byte(nil), p...)})
 	}
 }

@@ -142,7 +142,9 @@ func (a PersistOvertaken) String() string {
 func (a StopPersisting) String() string {
 	return fmt.Sprintf("stop-persisting ch=%d id=%d", a.Ch, a.ID)
 }
-func (a ChannelStateComplete) String() string { return fmt.Sprintf("channel-state-complete id=%d", a.ID) }
+func (a ChannelStateComplete) String() string {
+	return fmt.Sprintf("channel-state-complete id=%d", a.ID)
+}
 
 func (Block) action()                {}
 func (Unblock) action()              {}

@@ -109,7 +109,7 @@ func randomRun(seed uint64) (err error) {
 	}
 	triggered := map[int64]bool{}
 	aborted := map[int64]bool{}
-	unaligned := map[int64]bool{} // triggered unaligned, channel state not complete
+	unaligned := map[int64]bool{}         // triggered unaligned, channel state not complete
 	persisting := make([]int64, channels) // checkpoint a channel persists for, 0: none
 	seen := map[int64]bool{}
 	var downstream int64

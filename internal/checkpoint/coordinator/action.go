@@ -232,11 +232,11 @@ type Stats struct {
 	// checkpoint is unaligned if any task was.
 	PersistedBytes int64
 	UnalignedTasks int
-	MaxStartDelay Max
-	MaxAlignment  Max
-	MaxSync       Max
-	MaxAsync      Max
-	MaxEndToEnd   Max
+	MaxStartDelay  Max
+	MaxAlignment   Max
+	MaxSync        Max
+	MaxAsync       Max
+	MaxEndToEnd    Max
 }
 
 func (s Stats) summary() string {

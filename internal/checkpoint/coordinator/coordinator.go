@@ -20,6 +20,8 @@ type Coordinator[H any] struct {
 	nextID  int64
 
 	pending map[int64]*pendingCheckpoint[H]
+	// alignedOnly: EndUnaligned was called.
+	alignedOnly bool
 
 	retained        []int64 // completed and retained, oldest first
 	lastCompletedID int64   // 0: none
@@ -252,6 +254,13 @@ func (c *Coordinator[H]) minPauseLeft() time.Duration {
 	return c.lastCompletion.Add(c.cfg.MinPause).Sub(c.now)
 }
 
+// EndUnaligned makes every checkpoint triggered from now on aligned. The
+// runner calls it when every source ended: the final checkpoint must hold
+// everything the job produced, so its barriers must follow the last
+// records instead of overtaking them (an unaligned snapshot would leave
+// them in flight, processed after it and committed by nothing).
+func (c *Coordinator[H]) EndUnaligned() { c.alignedOnly = true }
+
 // TriggerManual triggers a checkpoint now, ignoring Interval and MinPause
 // (as Flink does for non-periodic requests) but not MaxConcurrent: with
 // MaxConcurrent checkpoints pending it returns ErrTooManyConcurrent (Flink
@@ -281,7 +290,7 @@ func (c *Coordinator[H]) trigger(periodic bool, format checkpoint.Format) int64 
 		acks:      make(map[TaskID]ack[H], len(c.tasks)),
 	}
 	c.emit(Trigger{ID: id, Timestamp: c.now, Periodic: periodic,
-		Options: checkpoint.Options{Kind: checkpoint.KindCheckpoint, Format: format, LastCompleted: c.lastCompletedID, Unaligned: c.cfg.Unaligned}})
+		Options: checkpoint.Options{Kind: checkpoint.KindCheckpoint, Format: format, LastCompleted: c.lastCompletedID, Unaligned: c.cfg.Unaligned && !c.alignedOnly}})
 	return id
 }
 

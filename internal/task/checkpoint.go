@@ -237,6 +237,7 @@ func (t *task) snapshotAndForward(id, triggerTime int64, opts checkpoint.Options
 		rp.BroadcastEvent(network.Event{Kind: network.EventBarrier, ID: id, Timestamp: triggerTime, Checkpoint: opts})
 	}
 	a := Ack{ID: id, StartDelay: max(startDelay, 0), Alignment: alignment, Sync: t.clock.Now().Sub(start)}
+	t.perf.checkpointed(a.StartDelay, a.Alignment)
 	t.async.Add(1)
 	go t.persist(snaps, a)
 	return nil

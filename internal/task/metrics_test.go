@@ -4,7 +4,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/weirstream/weir/internal/checkpoint"
 	"github.com/weirstream/weir/internal/clock"
+	"github.com/weirstream/weir/internal/network"
 )
 
 // The time accounting and its sliding window, driven by a manual clock: each
@@ -157,4 +159,34 @@ func TestTimeAccountingConsistentUnderConcurrentReads(t *testing.T) {
 	}
 	close(stop)
 	<-done
+}
+
+// A subtask reports the start delay and alignment of the last checkpoint it
+// snapshotted, in nanoseconds (a negative start delay, from clock skew
+// between the trigger and the task, as 0).
+func TestCheckpointFiguresOfLastSnapshot(t *testing.T) {
+	clk := clock.NewManual(time.Unix(1_700_000_000, 0))
+	tk := &task{name: "op (1/1)", ops: []Operator{&wmOp{}}, ctxs: []*OpContext{{Name: "op"}}, tracker: &Tracker{},
+		children: [][]int{nil}, parts: [][]*network.ResultPartition{nil}, clock: clk}
+	tk.init()
+	tk.startMetrics(clk)
+	for _, tc := range []struct {
+		id                    int64
+		startDelay, alignment time.Duration
+		wantDelay, wantAlign  int64
+	}{
+		{id: 1, startDelay: 3 * time.Millisecond, alignment: 250 * time.Microsecond, wantDelay: 3e6, wantAlign: 250e3},
+		{id: 2, startDelay: 7 * time.Millisecond, wantDelay: 7e6},
+		{id: 3, startDelay: -time.Millisecond, alignment: time.Second, wantAlign: 1e9},
+	} {
+		if err := tk.snapshotAndForward(tc.id, clk.Now().UnixMilli(), checkpoint.Options{}, tc.startDelay, tc.alignment); err != nil {
+			t.Fatal(err)
+		}
+		tk.async.Wait()
+		m := tk.metrics()
+		if m.CheckpointStartDelayNanos != tc.wantDelay || m.CheckpointAlignmentTime != tc.wantAlign {
+			t.Fatalf("after checkpoint %d: start delay %d ns, alignment %d ns; want %d, %d",
+				tc.id, m.CheckpointStartDelayNanos, m.CheckpointAlignmentTime, tc.wantDelay, tc.wantAlign)
+		}
+	}
 }

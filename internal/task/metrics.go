@@ -60,11 +60,14 @@ type TaskMetrics struct {
 	OutputQueueLength int `json:"outputQueueLength"`
 
 	// CheckpointStartDelayNanos is, for the last checkpoint the subtask
-	// snapshotted, the time in nanoseconds from the checkpoint's trigger
-	// to the first barrier reaching the subtask. 0 before the first.
+	// snapshotted, the time in nanoseconds (measured to the millisecond)
+	// from the checkpoint's trigger to the first barrier reaching the
+	// subtask. 0 before the first.
 	CheckpointStartDelayNanos int64 `json:"checkpointStartDelayNanos"`
 	// CheckpointAlignmentTime is, for the same checkpoint, the time in
-	// nanoseconds its inputs were blocked for barrier alignment.
+	// nanoseconds (measured to the millisecond) from its first barrier to
+	// its last arriving, while the inputs that had delivered theirs were
+	// blocked; 0 with one input.
 	CheckpointAlignmentTime int64 `json:"checkpointAlignmentTime"`
 }
 

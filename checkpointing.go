@@ -242,7 +242,19 @@ type JobStatus struct {
 	// Changelog are the changelog state backend's figures (zero when it
 	// is off).
 	Changelog ChangelogMetrics
+	// Tasks are every subtask's backpressure and checkpoint metrics
+	// (Flink's busyTimeMsPerSecond, backPressuredTimeMsPerSecond,
+	// inPoolUsage, ...), see TaskMetrics and docs/metrics.md.
+	Tasks []TaskMetrics
 }
+
+// TaskMetrics are one subtask's backpressure and checkpoint metrics under
+// Flink's names (JobStatus.Tasks): the share of the last few seconds it was
+// busy, idle (waiting for input) and backpressured (waiting for an output
+// buffer) in milliseconds per second, its network buffer usage and queue
+// lengths, and the start delay and alignment of its last checkpoint. The
+// JSON keys are Flink's metric names. See docs/metrics.md.
+type TaskMetrics = task.TaskMetrics
 
 func statusFunc(f func(JobStatus), m *keyed.Metrics) func(runner.Status) {
 	if f == nil {
@@ -250,7 +262,7 @@ func statusFunc(f func(JobStatus), m *keyed.Metrics) func(runner.Status) {
 	}
 	return func(s runner.Status) {
 		js := JobStatus{RecordsIn: s.RecordsIn, RecordsOut: s.RecordsOut, Restarts: s.Restarts,
-			Changelog: ChangelogMetrics(m.Figures())}
+			Changelog: ChangelogMetrics(m.Figures()), Tasks: s.Tasks}
 		if s.Last != nil {
 			js.LastCheckpoint, js.LastCheckpointBytes = s.Last.ID, s.Last.Bytes
 			js.LastCheckpointTime = time.UnixMilli(s.Last.CompletionTime)

@@ -68,9 +68,10 @@ type Options struct {
 	JobLock JobLockOptions
 
 	// OnStatus, if set, is called every StatusInterval (default 5s) while
-	// the job runs, with its progress; `weir run` prints it as a status
-	// line on a terminal. Setting it makes sources count their records,
-	// which costs a little per record.
+	// the job runs, with its progress and every subtask's metrics
+	// (JobStatus.Tasks); `weir run` prints it as a status line on a
+	// terminal. Setting it makes sources count their records, which costs
+	// a little per record.
 	OnStatus       func(JobStatus)
 	StatusInterval time.Duration
 	// OnCheckpointComplete, if set, is called for every completed

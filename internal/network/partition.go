@@ -57,6 +57,8 @@ type ResultPartition struct {
 	sent    int64
 	yield   Yielder
 	stopped error // *CanceledError or *YieldError: writers panic with it
+
+	observer BackpressureObserver // metrics.go
 }
 
 // NewResultPartition returns a partition sending to targets with buffers from
@@ -93,6 +95,10 @@ func (rp *ResultPartition) request() *Buffer {
 // requestSlow waits for a free buffer, serving urgent work meanwhile, and
 // panics with the partition's stop error if it cannot have one.
 func (rp *ResultPartition) requestSlow() *Buffer {
+	if rp.observer != nil {
+		rp.observer.BackpressureStarted()
+		defer rp.observer.BackpressureEnded()
+	}
 	for rp.stopped == nil {
 		var urgent <-chan struct{}
 		if rp.yield != nil {

@@ -107,6 +107,8 @@ type Status struct {
 	Restarts              int
 	// Last is the latest completed checkpoint, nil if none.
 	Last *metadata.Checkpoint
+	// Tasks are the current deployment's per-subtask metrics.
+	Tasks []task.TaskMetrics
 }
 
 // Hooks inject failures, for tests. Nil fields do nothing.
@@ -557,7 +559,7 @@ func (s *statusTicker) c() <-chan time.Time {
 func (s *statusTicker) report() {
 	r := s.d.r
 	in, out := s.d.job.RecordCounts()
-	r.cfg.Status(Status{RecordsIn: in, RecordsOut: out, Restarts: r.restarts, Last: r.latest})
+	r.cfg.Status(Status{RecordsIn: in, RecordsOut: out, Restarts: r.restarts, Last: r.latest, Tasks: s.d.job.Metrics()})
 	s.timer.Reset(r.cfg.StatusInterval)
 }
 

@@ -259,6 +259,7 @@ func (t *task) snapshotAndForward(id, triggerTime int64, opts checkpoint.Options
 		}
 	}
 	a := Ack{ID: id, StartDelay: max(startDelay, 0), Alignment: alignment, Sync: t.clock.Now().Sub(start), Unaligned: unaligned}
+	t.perf.checkpointed(a.StartDelay, a.Alignment)
 	t.async.Add(1)
 	go t.persist(snaps, a, cs)
 	return nil

@@ -360,6 +360,7 @@ func (j *Job) buildTask(v *graph.Vertex, index int, gates map[*graph.Vertex][]*n
 		return nil, fmt.Errorf("vertex %q has neither a source nor an input", v.Name())
 	}
 	t.init()
+	t.startMetrics(j.opts.Clock)
 	return t, nil
 }
 
@@ -418,11 +419,13 @@ func (j *Job) Run() error {
 		canceled bool
 	)
 	j.opts.Logger.Info("job started", "tasks", len(j.tasks))
+	defer j.sampleMetrics()()
 	for _, t := range j.tasks {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
 			err := t.run(j.ctx)
+			t.perf.finish()
 			if err == nil {
 				return
 			}

@@ -90,6 +90,8 @@ type task struct {
 
 	counters              []RecordCounter
 	recordsIn, recordsOut atomic.Int64 // published by publishCounts
+
+	perf taskMetrics // Job.Metrics: time accounting, checkpoint figures (metrics.go)
 }
 
 // publishCounts makes the operators' record counts visible to
@@ -194,7 +196,7 @@ func (t *task) run(ctx context.Context) (err error) {
 	} else if err := t.runInput(ctx); err != nil {
 		return err
 	}
-	if err := t.awaitFinalCheckpoint(ctx); err != nil {
+	if err := t.perf.idleWhile(func() error { return t.awaitFinalCheckpoint(ctx) }); err != nil {
 		return err
 	}
 	// No consumer may see a clean end of a task that must fail.
@@ -327,6 +329,7 @@ func (t *task) tick() error {
 
 // serveMail runs every mail posted so far, in order.
 func (t *task) serveMail() error {
+	defer t.perf.suspend()() // mail is busy time, also while waiting for the final checkpoint
 	for _, m := range t.mail.take() {
 		t.tracker.Cur = 0
 		t.tracker.Timestamp = NoTimestamp
@@ -413,7 +416,7 @@ func (t *task) awaitOutputs(ctx context.Context) error {
 	}
 	for _, rp := range t.partitions {
 		for len(t.priority) == 0 {
-			interrupted, err := rp.Pool().WaitAvailableOr(ctx, t.mail.notify)
+			interrupted, err := t.perf.awaitPool(ctx, rp.Pool(), t.mail.notify)
 			if err != nil {
 				return t.canceled(ctx)
 			}
@@ -447,14 +450,17 @@ func (t *task) wait(ctx context.Context, ready <-chan struct{}, backoff time.Dur
 		defer tm.Stop()
 		tc = tm.C()
 	}
+	t.perf.enter(stateIdle)
 	select {
 	case <-ready:
 	case <-tc:
 	case <-t.mail.notify:
+		t.perf.exit()
 		return t.serveMail()
 	case <-ctx.Done():
 		return t.canceled(ctx)
 	}
+	t.perf.exit()
 	return nil
 }
 

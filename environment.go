@@ -270,6 +270,7 @@ func (e *Environment) taskOptions(name string) task.Options {
 		SegmentSize:            e.opts.BufferSize,
 		BuffersPerChannel:      e.opts.BuffersPerChannel,
 		FloatingBuffersPerGate: e.opts.FloatingBuffersPerGate,
+		OverdraftBuffers:       e.opts.OverdraftBuffers,
 		BufferTimeout:          e.opts.BufferTimeout,
 		Logger:                 e.opts.Logger.With("job", name),
 		Clock:                  e.clock(),

@@ -37,6 +37,12 @@ type Options struct {
 	// with a backlog. Default 8; negative means none
 	// (taskmanager.network.memory.floating-buffers-per-gate).
 	FloatingBuffersPerGate int
+	// OverdraftBuffers is how many buffers beyond its pool an output may
+	// lend a task in the middle of a record or source batch, so that the
+	// record (a large one, a flatMap fan-out) finishes and a barrier behind
+	// it is not held up by backpressure. Default 5; negative means none
+	// (taskmanager.network.memory.max-overdraft-buffers-per-gate).
+	OverdraftBuffers int
 	// BufferTimeout is how long a partially filled network buffer may wait
 	// before it is sent; a task also sends them whenever it runs out of
 	// input. Default 100ms; negative means only when full or idle
@@ -92,6 +98,9 @@ func (o *Options) EnsureDefaults() {
 	}
 	if o.FloatingBuffersPerGate == 0 {
 		o.FloatingBuffersPerGate = task.DefaultFloatingPerGate
+	}
+	if o.OverdraftBuffers == 0 {
+		o.OverdraftBuffers = task.DefaultOverdraftBuffers
 	}
 	if o.BufferTimeout == 0 {
 		o.BufferTimeout = task.DefaultBufferTimeout
@@ -164,6 +173,7 @@ func OptionsFromConfig(c *config.Config) Options {
 		BufferSize:             int(c.MemorySize("taskmanager.memory.segment-size")),
 		BuffersPerChannel:      int(c.Int("taskmanager.network.memory.buffers-per-channel")),
 		FloatingBuffersPerGate: int(c.Int("taskmanager.network.memory.floating-buffers-per-gate")),
+		OverdraftBuffers:       int(c.Int("taskmanager.network.memory.max-overdraft-buffers-per-gate")),
 		BufferTimeout:          c.Duration("execution.buffer-timeout.interval"),
 		StateBackend:           c.String("state.backend.type"),
 		StateDir:               c.String("state.backend.local-dir"),
@@ -210,6 +220,9 @@ func OptionsFromConfig(c *config.Config) Options {
 	}
 	if o.FloatingBuffersPerGate == 0 {
 		o.FloatingBuffersPerGate = -1
+	}
+	if o.OverdraftBuffers == 0 {
+		o.OverdraftBuffers = -1
 	}
 	if o.BufferTimeout == 0 { // Flink's 0: flush after every record; weir flushes per batch
 		o.BufferTimeout = time.Nanosecond

@@ -64,6 +64,15 @@ var optionTable = []Option{
 		Min:         0,
 	},
 	{
+		Key:     "taskmanager.network.memory.max-overdraft-buffers-per-gate",
+		Kind:    KindInt,
+		Default: "5",
+		Description: "Buffers an output may lend beyond its pool to a task in the middle of a record or source batch, " +
+			"so that the record (a large one, a flatMap fan-out) finishes instead of waiting for backpressure and a " +
+			"checkpoint barrier behind it is not held up; the task starts no new record until the output is below its pool again.",
+		Min: 0,
+	},
+	{
 		Key:     "execution.buffer-timeout.interval",
 		Kind:    KindDuration,
 		Default: "100 ms",

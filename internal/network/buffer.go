@@ -111,38 +111,65 @@ func (b *Buffer) IsData() bool { return b.Kind != KindEvent }
 // Recycle returns a data buffer to its pool. It is a no-op for events. The
 // caller must not touch b afterwards.
 func (b *Buffer) Recycle() {
-	if b.pool == nil {
+	p := b.pool
+	if p == nil {
 		return
 	}
 	b.Data = b.Data[:0]
 	b.Kind = KindData
-	b.pool.free <- b
+	p.free <- b
+	p.out.Add(-1) // after the buffer is in free: out >= created - len(free)
+	select {
+	case p.recycled <- struct{}{}:
+	default:
+	}
 }
 
 // Pool is a bounded set of equally sized buffers. Segments are allocated
-// lazily, up to the pool's size, and never freed while the pool lives, so the
-// memory a pool holds is at most Size()*SegmentSize().
+// lazily, up to the pool's size plus its overdraft, and never freed while
+// the pool lives, so the memory a pool holds is at most
+// (Size()+Overdraft())*SegmentSize().
 //
-// Request, TryRequest and Reserve must be called by one goroutine, the pool's
-// owner (the producing task); Recycle may be called from any goroutine.
+// Size bounds the buffers handed out for new work: Available is false and
+// TryRequest returns nil once Size buffers are out. Overdraft buffers
+// (Flink's taskmanager.network.memory.max-overdraft-buffers-per-gate) are
+// lent beyond that by TryRequestOverdraft only, to a writer that is in the
+// middle of a record or a source batch and would otherwise block there: a
+// large record or a flatMap fan-out finishes, and with it the work before
+// a barrier, instead of waiting for backpressure to ease. The task then
+// starts no new work until the pool is below Size again.
+//
+// The request methods must be called by one goroutine, the pool's owner
+// (the producing task); Recycle may be called from any goroutine.
 type Pool struct {
-	free    chan *Buffer
-	size    int
-	segment int
-	created atomic.Int64
-	spare   *Buffer // a buffer taken by WaitAvailable, handed out first
+	free      chan *Buffer
+	recycled  chan struct{} // signalled after every Recycle
+	size      int
+	overdraft int
+	segment   int
+	created   atomic.Int64
+	out       atomic.Int64 // handed out and not recycled yet
 }
 
-// NewPool returns a pool of size buffers of segment bytes each.
-func NewPool(size, segment int) *Pool {
-	if size < 1 || segment < 1 {
-		panic("network: pool size and segment must be positive")
+// NewPool returns a pool of size buffers of segment bytes each, without
+// overdraft.
+func NewPool(size, segment int) *Pool { return NewPoolOverdraft(size, 0, segment) }
+
+// NewPoolOverdraft returns a pool of size buffers of segment bytes each
+// that lends up to overdraft more (TryRequestOverdraft).
+func NewPoolOverdraft(size, overdraft, segment int) *Pool {
+	if size < 1 || segment < 1 || overdraft < 0 {
+		panic("network: pool size and segment must be positive, overdraft not negative")
 	}
-	return &Pool{free: make(chan *Buffer, size), size: size, segment: segment}
+	return &Pool{free: make(chan *Buffer, size+overdraft), recycled: make(chan struct{}, 1),
+		size: size, overdraft: overdraft, segment: segment}
 }
 
-// Size is the maximum number of buffers.
+// Size is the number of buffers handed out for new work at most.
 func (p *Pool) Size() int { return p.size }
+
+// Overdraft is the number of buffers lent beyond Size at most.
+func (p *Pool) Overdraft() int { return p.overdraft }
 
 // SegmentSize is the capacity of each buffer in bytes.
 func (p *Pool) SegmentSize() int { return p.segment }
@@ -150,28 +177,33 @@ func (p *Pool) SegmentSize() int { return p.segment }
 // AllocatedBytes is the memory the pool's buffers occupy so far.
 func (p *Pool) AllocatedBytes() int64 { return p.created.Load() * int64(p.segment) }
 
-// InUse is the number of buffers handed out and not yet recycled.
-func (p *Pool) InUse() int {
-	n := int(p.created.Load()) - len(p.free)
-	if p.spare != nil {
-		n--
-	}
-	return n
-}
+// InUse is the number of buffers handed out and not yet recycled,
+// overdraft included.
+func (p *Pool) InUse() int { return int(p.out.Load()) }
 
-// TryRequest returns a free buffer, or nil if every buffer is in use.
-func (p *Pool) TryRequest() *Buffer {
-	if b := p.spare; b != nil {
-		p.spare = nil
-		return b
+// TryRequest returns a free buffer, or nil if Size buffers are in use.
+func (p *Pool) TryRequest() *Buffer { return p.take(p.size) }
+
+// TryRequestOverdraft returns a free buffer, lending one of the overdraft
+// if Size buffers are in use, or nil if Size+Overdraft are.
+func (p *Pool) TryRequestOverdraft() *Buffer { return p.take(p.size + p.overdraft) }
+
+// take hands out a buffer if fewer than limit are out. Since Recycle puts
+// a buffer into free before it counts it back, out < limit means free has
+// one or fewer than limit were created.
+func (p *Pool) take(limit int) *Buffer {
+	if p.out.Load() >= int64(limit) {
+		return nil
 	}
 	select {
 	case b := <-p.free:
+		p.out.Add(1)
 		return b
 	default:
 	}
-	if c := p.created.Load(); c < int64(p.size) {
+	if c := p.created.Load(); c < int64(p.size+p.overdraft) {
 		p.created.Store(c + 1)
+		p.out.Add(1)
 		return &Buffer{Data: make([]byte, 0, p.segment), pool: p}
 	}
 	return nil
@@ -180,21 +212,20 @@ func (p *Pool) TryRequest() *Buffer {
 // Request returns a free buffer, waiting until a consumer recycles one or
 // ctx ends.
 func (p *Pool) Request(ctx context.Context) (*Buffer, error) {
-	if b := p.TryRequest(); b != nil {
-		return b, nil
-	}
-	select {
-	case b := <-p.free:
-		return b, nil
-	case <-ctx.Done():
-		return nil, ctx.Err()
+	for {
+		if b := p.TryRequest(); b != nil {
+			return b, nil
+		}
+		select {
+		case <-p.recycled:
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
 	}
 }
 
-// Available reports whether Request would return at once.
-func (p *Pool) Available() bool {
-	return p.spare != nil || len(p.free) > 0 || p.created.Load() < int64(p.size)
-}
+// Available reports whether TryRequest would return a buffer.
+func (p *Pool) Available() bool { return p.out.Load() < int64(p.size) }
 
 // WaitAvailable blocks until Request would return at once, or ctx ends.
 func (p *Pool) WaitAvailable(ctx context.Context) error {
@@ -206,16 +237,23 @@ func (p *Pool) WaitAvailable(ctx context.Context) error {
 // when interrupt receives a value (the task's mailbox), so that a
 // backpressured task can still serve control messages.
 func (p *Pool) WaitAvailableOr(ctx context.Context, interrupt <-chan struct{}) (interrupted bool, err error) {
-	if p.Available() {
-		return false, nil
+	return p.waitOr(ctx, interrupt, p.size)
+}
+
+// WaitOverdraftOr is WaitAvailableOr for TryRequestOverdraft.
+func (p *Pool) WaitOverdraftOr(ctx context.Context, interrupt <-chan struct{}) (interrupted bool, err error) {
+	return p.waitOr(ctx, interrupt, p.size+p.overdraft)
+}
+
+func (p *Pool) waitOr(ctx context.Context, interrupt <-chan struct{}, limit int) (bool, error) {
+	for p.out.Load() >= int64(limit) {
+		select {
+		case <-p.recycled:
+		case <-interrupt:
+			return true, nil
+		case <-ctx.Done():
+			return false, ctx.Err()
+		}
 	}
-	select {
-	case b := <-p.free:
-		p.spare = b
-		return false, nil
-	case <-interrupt:
-		return true, nil
-	case <-ctx.Done():
-		return false, ctx.Err()
-	}
+	return false, nil
 }

@@ -33,12 +33,9 @@ func (rp *ResultPartition) QueuedBuffers() int {
 	return n
 }
 
-// Usage returns the number of buffers handed out and not yet recycled, and
-// the pool's size. A buffer a WaitAvailable took for the owner's next
-// request counts as handed out.
-func (p *Pool) Usage() (inUse, size int) {
-	return int(p.created.Load()) - len(p.free), p.size
-}
+// Usage returns the number of buffers handed out and not yet recycled
+// (overdraft included, so it may exceed size), and the pool's size.
+func (p *Pool) Usage() (inUse, size int) { return int(p.out.Load()), p.size }
 
 // BufferUsage returns the number of data buffers the gate received and the
 // consumer has not released yet, and the most it can hold: the exclusive

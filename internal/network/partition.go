@@ -92,29 +92,37 @@ func (rp *ResultPartition) request() *Buffer {
 	return rp.requestSlow()
 }
 
-// requestSlow waits for a free buffer, serving urgent work meanwhile, and
-// panics with the partition's stop error if it cannot have one.
+// requestSlow takes an overdraft buffer or waits for a free one, serving
+// urgent work meanwhile, and panics with the partition's stop error if it
+// cannot have one.
 func (rp *ResultPartition) requestSlow() *Buffer {
-	if rp.observer != nil {
-		rp.observer.BackpressureStarted()
-		defer rp.observer.BackpressureEnded()
-	}
+	observed := false
+	defer func() {
+		if observed {
+			rp.observer.BackpressureEnded()
+		}
+	}()
 	for rp.stopped == nil {
+		// In the middle of a record or batch: an overdraft buffer lets
+		// it finish instead of waiting for the consumers.
+		if b := rp.pool.TryRequestOverdraft(); b != nil {
+			return b
+		}
+		if rp.observer != nil && !observed {
+			observed = true
+			rp.observer.BackpressureStarted()
+		}
 		var urgent <-chan struct{}
 		if rp.yield != nil {
 			urgent = rp.yield.Urgent()
 		}
-		interrupted, err := rp.pool.WaitAvailableOr(rp.ctx, urgent)
+		interrupted, err := rp.pool.WaitOverdraftOr(rp.ctx, urgent)
 		switch {
 		case err != nil:
 			rp.stopped = &CanceledError{Err: err}
 		case interrupted:
 			if err := rp.yield.RunUrgent(); err != nil {
 				rp.stopped = &YieldError{Err: err}
-			}
-		default:
-			if b := rp.pool.TryRequest(); b != nil {
-				return b
 			}
 		}
 	}

@@ -32,6 +32,12 @@ type Options struct {
 	// FloatingBuffersPerGate is the floating credit of every input gate;
 	// default 8. Negative means 0.
 	FloatingBuffersPerGate int
+	// OverdraftBuffers is how many buffers an output partition lends
+	// beyond its pool to a writer in the middle of a record or source
+	// batch, so that the work before a barrier finishes without waiting
+	// for backpressure; default 5, negative means 0
+	// (taskmanager.network.memory.max-overdraft-buffers-per-gate).
+	OverdraftBuffers int
 	// BufferTimeout is how long a partially filled buffer may wait before it
 	// is sent; 0 means the default of 100ms, negative means only when full or
 	// idle.
@@ -99,6 +105,7 @@ const (
 	DefaultBuffersPerChannel = 2
 	DefaultFloatingPerGate   = 8
 	DefaultBufferTimeout     = 100 * time.Millisecond
+	DefaultOverdraftBuffers  = 5
 )
 
 func (o *Options) ensureDefaults() {
@@ -115,6 +122,11 @@ func (o *Options) ensureDefaults() {
 	}
 	if o.BufferTimeout == 0 {
 		o.BufferTimeout = DefaultBufferTimeout
+	}
+	if o.OverdraftBuffers == 0 {
+		o.OverdraftBuffers = DefaultOverdraftBuffers
+	} else if o.OverdraftBuffers < 0 {
+		o.OverdraftBuffers = 0
 	}
 	if o.Logger == nil {
 		o.Logger = slog.Default()
@@ -391,7 +403,7 @@ func (j *Job) networkOutput(impl OutputImpl, e *graph.Edge, index int, tr *Track
 	}
 	size := len(targets)*j.opts.BuffersPerChannel + j.opts.FloatingBuffersPerGate
 	size = max(size, len(targets)+1) // one partial buffer per subpartition and one to send
-	rp := network.NewResultPartition(j.ctx, network.NewPool(size, j.opts.SegmentSize), targets)
+	rp := network.NewResultPartition(j.ctx, network.NewPoolOverdraft(size, j.opts.OverdraftBuffers, j.opts.SegmentSize), targets)
 	out, err := impl.NetworkOutput(EdgeInfo{Partitioner: e.Partitioner, Impl: e.Impl,
 		Consumers: e.To.Parallelism, ConsumerMaxParallelism: e.To.MaxParallelism,
 		Timestamped: e.Timestamped, Tracker: tr}, rp, index, e.From.Parallelism)

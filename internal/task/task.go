@@ -57,8 +57,8 @@ type task struct {
 	priorityPosted atomic.Bool // urgent mail to take them is queued
 	// readStop is set when a priority event arrived: the buffer being
 	// read stops after the current record (partialBuffer).
-	readStop atomic.Bool
-	priorityMail   Mail
+	readStop     atomic.Bool
+	priorityMail Mail
 	// onPriority, if set, sees every priority event as urgent mail takes
 	// it (tests).
 	onPriority func(ch int, ev network.Event)

@@ -51,8 +51,8 @@ Periodic checkpoints are off. Once every source subtask is backpressured
 pool is full; the run fails if that does not happen within
 --backpressure-timeout), the benchmark triggers --checkpoints checkpoints
 one at a time, each once the sources are backpressured again, then cancels
-the job. Checkpoints go to a temporary directory (hashmap backend),
-removed afterwards.
+the job. Checkpoints are kept in memory (mem://, no files, no fsync, like
+the in-memory checkpoint storage of Flink's benchmark; hashmap backend).
 
 Per mode it reports the checkpoints' duration, trigger to durable _metadata
 (p50 / p99 / max), the median in-flight data a checkpoint persisted

@@ -80,7 +80,7 @@ func TestBenchUnalignedUsageErrors(t *testing.T) {
 	runCLI(t, "bench", "unaligned", "--modes", "unaligned-1ms").want(t, ExitUsage, `unknown mode "unaligned-1ms"`, "aligned, unaligned")
 	h := runCLI(t, "bench", "unaligned", "--help")
 	h.want(t, ExitOK)
-	for _, s := range []string{"--modes", "--checkpoints", "--spin", "--parallelism", "--record-size", "--buffer-size", "--json", "(default 2)"} {
+	for _, s := range []string{"--modes", "--checkpoints", "--spin", "--parallelism", "--record-size", "--buffer-size", "--json", "(default 1)"} {
 		if !strings.Contains(h.stdout, s) {
 			t.Errorf("help lacks %q:\n%s", s, h.stdout)
 		}

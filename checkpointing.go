@@ -67,6 +67,12 @@ type CheckpointOptions struct {
 	// (execution.checkpointing.unaligned.enabled). See
 	// docs/checkpointing.md.
 	Unaligned bool
+	// AlignedCheckpointTimeout, with Unaligned, starts every checkpoint
+	// aligned and switches it to unaligned where its barriers are still
+	// held up this long after the trigger: a checkpoint persists in-flight
+	// data only under backpressure. Default 0: unaligned from the start
+	// (execution.checkpointing.aligned-checkpoint-timeout).
+	AlignedCheckpointTimeout time.Duration
 	// RecoverWithoutChannelState names a checkpoint to restore without
 	// its in-flight data, the escape hatch for channel state that cannot
 	// be read: the records it held are lost. Default -1: none
@@ -144,6 +150,9 @@ func (c *CheckpointOptions) validate() []error {
 	}
 	if c.NumRetained < 1 {
 		bad("retained checkpoints %d must be at least 1", c.NumRetained)
+	}
+	if c.AlignedCheckpointTimeout < 0 {
+		bad("aligned checkpoint timeout %v must not be negative", c.AlignedCheckpointTimeout)
 	}
 	switch runner.Retention(c.Retention) {
 	case runner.RetainOnCancellation, runner.DeleteOnCancellation, runner.NoExternalizedCheckpoints:

@@ -192,6 +192,7 @@ func OptionsFromConfig(c *config.Config) Options {
 		Retention:                  c.String("execution.checkpointing.externalized-checkpoint-retention"),
 		RestorePath:                c.String("execution.state-recovery.path"),
 		Unaligned:                  c.Bool("execution.checkpointing.unaligned.enabled"),
+		AlignedCheckpointTimeout:   c.Duration("execution.checkpointing.aligned-checkpoint-timeout"),
 		RecoverWithoutChannelState: c.Int("execution.state-recovery.without-channel-state.checkpoint-id"),
 	}
 	o.JobLock = JobLockOptions{

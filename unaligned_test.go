@@ -120,22 +120,29 @@ type unalignedRun struct {
 // assert no record out of order, duplicated or lost per partition; the
 // committed output holds every record exactly once; and at least one
 // completed checkpoint persisted in-flight data (otherwise the run proves
-// nothing about unaligned checkpoints).
+// nothing about unaligned checkpoints). The same with checkpoints that
+// start aligned and switch to unaligned after 1 ms
+// (execution.checkpointing.aligned-checkpoint-timeout).
 func TestUnalignedStrictOrder(t *testing.T) {
 	ps := []int{1, 5, 20}
 	if testing.Short() {
 		ps = []int{1, 5}
 	}
-	for _, p := range ps {
-		for _, f := range []string{"map", "snapshot", "recovery", "close"} {
-			t.Run(fmt.Sprintf("p%d/%s", p, f), func(t *testing.T) {
-				t.Parallel()
-				n := int64(60_000)
-				if p == 20 {
-					n = 100_000 // 5,000 per split
-				}
-				runStrictOrder(t, unalignedRun{n: n, parallelism: p, timeout: 0, failures: f, seed: rand.Uint64()})
-			})
+	for _, timeout := range []time.Duration{0, time.Millisecond} {
+		for _, p := range ps {
+			if timeout > 0 && p == 20 {
+				continue
+			}
+			for _, f := range []string{"map", "snapshot", "recovery", "close"} {
+				t.Run(fmt.Sprintf("timeout%s/p%d/%s", timeout, p, f), func(t *testing.T) {
+					t.Parallel()
+					n := int64(60_000)
+					if p == 20 {
+						n = 100_000 // 5,000 per split
+					}
+					runStrictOrder(t, unalignedRun{n: n, parallelism: p, timeout: timeout, failures: f, seed: rand.Uint64()})
+				})
+			}
 		}
 	}
 }
@@ -154,7 +161,7 @@ func runStrictOrder(t *testing.T, r unalignedRun) {
 		BufferSize: 1024, BuffersPerChannel: 1, FloatingBuffersPerGate: 2, OverdraftBuffers: 24,
 		BufferTimeout: time.Millisecond,
 		Checkpoint: weir.CheckpointOptions{Interval: 10 * time.Millisecond, Dir: filepath.Join(dir, "chk"),
-			Unaligned: r.timeout >= 0},
+			Unaligned: r.timeout >= 0, AlignedCheckpointTimeout: max(r.timeout, 0)},
 		Restart: weir.RestartOptions{Type: "fixed-delay", FixedDelayAttempts: 10, FixedDelay: time.Millisecond}}
 	var persisted, unaligned atomic.Int64
 	opts.OnCheckpointComplete = func(c weir.CompletedCheckpoint) {

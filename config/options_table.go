@@ -220,6 +220,14 @@ var optionTable = []Option{
 			"max-concurrent-checkpoints 1, otherwise the job warns and checkpoints aligned.",
 	},
 	{
+		Key:     "execution.checkpointing.aligned-checkpoint-timeout",
+		Kind:    KindDuration,
+		Default: "0 ms",
+		Description: "With unaligned checkpoints: every checkpoint starts aligned and switches to unaligned where its " +
+			"barriers are still held up this long after the trigger (at a task's inputs, and for barriers still queued " +
+			"at its outputs), so in-flight data is persisted only under backpressure. 0: unaligned from the start.",
+	},
+	{
 		Key:     "execution.state-recovery.without-channel-state.checkpoint-id",
 		Kind:    KindInt,
 		Default: "-1",

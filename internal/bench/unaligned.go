@@ -22,6 +22,9 @@ const (
 	// ModeUnaligned: unaligned checkpoints
 	// (execution.checkpointing.unaligned.enabled).
 	ModeUnaligned = "unaligned"
+	// ModeUnaligned1ms: unaligned checkpoints that start aligned and
+	// switch after 1 ms (execution.checkpointing.aligned-checkpoint-timeout).
+	ModeUnaligned1ms = "unaligned-1ms"
 )
 
 // UnalignedModes are the valid modes of RunUnaligned, in the order a
@@ -29,7 +32,7 @@ const (
 // checkpoints with buffer debloating, and unaligned ones after an aligned
 // timeout of 1 ms) is one more name here and its option setting in
 // setUnalignedMode.
-var UnalignedModes = []string{ModeAligned, ModeUnaligned}
+var UnalignedModes = []string{ModeAligned, ModeUnaligned, ModeUnaligned1ms}
 
 // setUnalignedMode sets the options that make mode.
 func setUnalignedMode(o *weir.Options, mode string) error {
@@ -38,6 +41,9 @@ func setUnalignedMode(o *weir.Options, mode string) error {
 		o.Checkpoint.Unaligned = false
 	case ModeUnaligned:
 		o.Checkpoint.Unaligned = true
+	case ModeUnaligned1ms:
+		o.Checkpoint.Unaligned = true
+		o.Checkpoint.AlignedCheckpointTimeout = time.Millisecond
 	default:
 		return unknownUnalignedMode(mode)
 	}

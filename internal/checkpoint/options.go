@@ -11,7 +11,10 @@
 // shared file may be deleted).
 package checkpoint
 
-import "fmt"
+import (
+	"fmt"
+	"time"
+)
 
 // Kind says what a snapshot is for.
 type Kind uint8
@@ -84,13 +87,27 @@ type Options struct {
 	// ahead of them, and the tasks persist that data as channel state.
 	// Savepoints are never unaligned.
 	Unaligned bool
+	// AlignedTimeout, with Unaligned, starts the checkpoint aligned: its
+	// barriers keep their place in the data, and a task switches to
+	// unaligned once AlignedTimeout has passed since the trigger, on the
+	// input side (the barrier handler) and on the output side (a barrier
+	// still queued is moved ahead of the data it waits behind). 0: unaligned
+	// from the start (execution.checkpointing.aligned-checkpoint-timeout).
+	AlignedTimeout time.Duration
 }
+
+// Timeoutable reports whether the checkpoint starts aligned and may switch
+// to unaligned: Unaligned with an AlignedTimeout.
+func (o Options) Timeoutable() bool { return o.Unaligned && o.AlignedTimeout > 0 }
 
 // String renders the options for logs and test scripts.
 func (o Options) String() string {
 	u := ""
 	if o.Unaligned {
 		u = " unaligned"
+		if o.AlignedTimeout > 0 {
+			u += fmt.Sprintf(" after %s aligned", o.AlignedTimeout)
+		}
 	}
 	return fmt.Sprintf("%s format=%s last-completed=%d%s", o.Kind, o.Format, o.LastCompleted, u)
 }

@@ -45,6 +45,13 @@ const (
 	// may still follow, so a final checkpoint can commit what the records
 	// produced.
 	EventEndOfData
+	// EventAnnouncement is a priority event an InputGate makes when it
+	// receives the barrier of an aligned checkpoint with a timeout
+	// (checkpoint.Options.Timeoutable) behind data: it tells the consumer
+	// at once that barrier Event.ID is coming on the channel, so the
+	// consumer can time the alignment out (InputGate.PrioritizeBarrier)
+	// before it reads up to the barrier. It carries the barrier's fields.
+	EventAnnouncement
 )
 
 // String returns the event kind's name.
@@ -62,6 +69,8 @@ func (k EventKind) String() string {
 		return "WatermarkStatus"
 	case EventEndOfData:
 		return "EndOfData"
+	case EventAnnouncement:
+		return "Announcement"
 	}
 	return "Unknown"
 }

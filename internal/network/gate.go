@@ -115,6 +115,16 @@ func (c *inputChannel) OnBuffer(b *Buffer, backlog int) (int, error) {
 		g.prioQueued++
 		g.credit.OnBacklog(c.idx, backlog)
 	default:
+		if b.Event.Kind == EventBarrier && b.Event.Checkpoint.Timeoutable() {
+			// Announce it ahead of the data it waits behind.
+			ev := b.Event
+			ev.Kind, ev.Priority = EventAnnouncement, true
+			c.recvQ.insert(c.prio, NewEventBuffer(ev))
+			c.prio++
+			g.prioQueued++
+			g.queued++
+			priority = true
+		}
 		c.recvQ.push(b)
 		g.credit.OnBacklog(c.idx, backlog)
 	}
@@ -299,6 +309,44 @@ func (g *InputGate) Overtaken(ch, n int, visit func(*Buffer)) {
 			visit(b)
 		}
 	}
+}
+
+// PrioritizeBarrier turns checkpoint barrier id, received in order on ch
+// and not polled yet, into a priority event ahead of the buffers received
+// before it (with Buffer.Overtook set to their number): an aligned
+// checkpoint whose timeout passed goes unaligned. It reports false if no
+// such barrier is queued on ch.
+func (g *InputGate) PrioritizeBarrier(ch int, id int64) bool {
+	g.mu.Lock()
+	c := &g.chans[ch]
+	at := -1
+	for i := c.prio; i < c.recvQ.len(); i++ {
+		if b := c.recvQ.at(i); b.Kind == KindEvent && b.Event.Kind == EventBarrier && b.Event.ID == id {
+			at = i
+			break
+		}
+	}
+	if at < 0 {
+		g.mu.Unlock()
+		return false
+	}
+	b := c.recvQ.at(at)
+	c.recvQ.remove(at)
+	b.Event.Priority = true
+	b.Overtook = at - c.prio
+	c.recvQ.insert(c.prio, b)
+	c.prio++
+	g.prioQueued++
+	wake := g.makeAvailLocked(c)
+	onPriority := g.onPriority
+	g.mu.Unlock()
+	if wake {
+		g.wake()
+	}
+	if onPriority != nil {
+		onPriority()
+	}
+	return true
 }
 
 // Release recycles data buffer b, received on ch, and credits the sender.

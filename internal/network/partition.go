@@ -169,6 +169,39 @@ func (rp *ResultPartition) BroadcastPriorityEvent(ev Event, overtaken func(sub i
 	}
 }
 
+// barrierPrioritizer is implemented by targets that can move a queued
+// barrier ahead (PipelinedSubpartition).
+type barrierPrioritizer interface {
+	BarrierQueued(id int64) bool
+	PrioritizeBarrier(id int64, overtaken func(*Buffer)) bool
+}
+
+// BarrierQueued reports whether barrier id still waits in a subpartition.
+// Unlike the writing methods it may be called from any goroutine.
+func (rp *ResultPartition) BarrierQueued(id int64) bool {
+	for _, t := range rp.targets {
+		if p, ok := t.(barrierPrioritizer); ok && p.BarrierQueued(id) {
+			return true
+		}
+	}
+	return false
+}
+
+// PrioritizeBarrier moves barrier id ahead of the data queued before it in
+// every subpartition where it still waits (PipelinedSubpartition), showing
+// overtaken the data buffers it overtook, and returns how many it moved.
+// It may be called from any goroutine.
+func (rp *ResultPartition) PrioritizeBarrier(id int64, overtaken func(sub int, b *Buffer)) int {
+	n := 0
+	for sub, t := range rp.targets {
+		p, ok := t.(barrierPrioritizer)
+		if ok && p.PrioritizeBarrier(id, func(b *Buffer) { overtaken(sub, b) }) {
+			n++
+		}
+	}
+	return n
+}
+
 // Close gives partially filled buffers back to the pool without sending them
 // (used when the task fails or is canceled).
 func (rp *ResultPartition) Close() {

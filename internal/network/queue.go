@@ -44,3 +44,15 @@ func (q *bufQueue[T]) insert(i int, v T) {
 	copy(q.items[at+1:], q.items[at:])
 	q.items[at] = v
 }
+
+// remove deletes the i-th queued element (0: the head).
+func (q *bufQueue[T]) remove(i int) {
+	var zero T
+	at := q.head + i
+	copy(q.items[at:], q.items[at+1:])
+	q.items[len(q.items)-1] = zero
+	q.items = q.items[:len(q.items)-1]
+	if q.head == len(q.items) {
+		q.items, q.head = q.items[:0], 0
+	}
+}

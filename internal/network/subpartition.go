@@ -98,3 +98,50 @@ func (s *PipelinedSubpartition) Queued() int {
 	defer s.mu.Unlock()
 	return s.q.len()
 }
+
+// BarrierQueued reports whether checkpoint barrier id is queued, not yet
+// taken by the transport.
+func (s *PipelinedSubpartition) BarrierQueued(id int64) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.findBarrier(id) >= 0
+}
+
+func (s *PipelinedSubpartition) findBarrier(id int64) int {
+	for i := s.prio; i < s.q.len(); i++ {
+		if b := s.q.at(i); b.Kind == KindEvent && b.Event.Kind == EventBarrier && b.Event.ID == id {
+			return i
+		}
+	}
+	return -1
+}
+
+// PrioritizeBarrier moves checkpoint barrier id, sent in order and still
+// queued, ahead of the data queued before it, as a priority event (an
+// aligned checkpoint whose timeout passed turns unaligned), and shows
+// overtaken every data buffer it overtook, oldest first. It reports false
+// if the barrier is not queued (the transport took it: it went aligned).
+func (s *PipelinedSubpartition) PrioritizeBarrier(id int64, overtaken func(*Buffer)) bool {
+	s.mu.Lock()
+	i := s.findBarrier(id)
+	if i < 0 {
+		s.mu.Unlock()
+		return false
+	}
+	b := s.q.at(i)
+	for j := s.prio; j < i; j++ {
+		if q := s.q.at(j); q.IsData() && overtaken != nil {
+			overtaken(q)
+		}
+	}
+	s.q.remove(i)
+	b.Event.Priority = true
+	s.q.insert(s.prio, b)
+	s.prio++
+	l := s.listener
+	s.mu.Unlock()
+	if l != nil {
+		l.NotifyDataAvailable()
+	}
+	return true
+}

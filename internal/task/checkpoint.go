@@ -113,14 +113,19 @@ type Ack struct {
 	// Bytes is the size of the subtask's state in the checkpoint,
 	// in-flight data included.
 	Bytes int64
-	// Unaligned: a priority barrier triggered the snapshot before every
-	// input delivered its barrier.
+	// Unaligned: the subtask took its snapshot unaligned (a priority
+	// barrier or the aligned timeout triggered it before every input
+	// delivered its barrier), or its barriers overtook queued data.
 	Unaligned bool
 	// PersistedBytes is the in-flight data (channel state, input and
 	// output) the subtask persisted; part of Bytes.
 	PersistedBytes int64
 	// State is the state of each chained operator that has some.
 	State []OperatorState
+	// Options and TriggerTime are the checkpoint's (for the asynchronous
+	// phase; not sent to the coordinator).
+	Options     checkpoint.Options `json:"-"`
+	TriggerTime int64              `json:"-"`
 	// Declined is why the subtask declined; nil for an acknowledgement.
 	Declined *Decline
 }
@@ -249,7 +254,10 @@ func (t *task) snapshotAndForward(id, triggerTime int64, opts checkpoint.Options
 	if opts.Unaligned {
 		cs = t.startChannelState(id)
 	}
-	t.forwardBarrier(network.Event{Kind: network.EventBarrier, ID: id, Timestamp: triggerTime, Checkpoint: opts}, cs)
+	// An aligned checkpoint with a timeout goes out in order unless its
+	// timeout passed already (then it is unaligned from here on).
+	inOrder := opts.Timeoutable() && !unaligned && t.clock.Now().Before(time.UnixMilli(triggerTime).Add(opts.AlignedTimeout))
+	t.forwardBarrier(network.Event{Kind: network.EventBarrier, ID: id, Timestamp: triggerTime, Checkpoint: opts}, cs, inOrder)
 	if cs != nil {
 		if unaligned {
 			t.abortChannelState(0, fmt.Errorf("checkpoint %d started before its channel state was complete", id))
@@ -258,7 +266,8 @@ func (t *task) snapshotAndForward(id, triggerTime int64, opts checkpoint.Options
 			cs.finish(nil) // aligned inputs: only the outputs' part
 		}
 	}
-	a := Ack{ID: id, StartDelay: max(startDelay, 0), Alignment: alignment, Sync: t.clock.Now().Sub(start), Unaligned: unaligned}
+	a := Ack{ID: id, StartDelay: max(startDelay, 0), Alignment: alignment, Sync: t.clock.Now().Sub(start), Unaligned: unaligned,
+		Options: opts, TriggerTime: triggerTime}
 	t.perf.checkpointed(a.StartDelay, a.Alignment)
 	t.async.Add(1)
 	go t.persist(snaps, a, cs)
@@ -356,6 +365,14 @@ func (t *task) persist(snaps []OperatorSnapshot, a Ack, cs *channelState) {
 		a.State = append(a.State, OperatorState{UID: c.UID, Name: c.Name, Parallelism: c.Parallelism,
 			MaxParallelism: c.MaxParallelism, State: st})
 	}
+	if cs != nil && a.Options.Timeoutable() && !a.Unaligned {
+		n, err := t.timeoutOutputBarriers(a, cs)
+		if err != nil {
+			t.decline(a, err)
+			return
+		}
+		a.Unaligned = n > 0
+	}
 	if cs != nil {
 		select {
 		case <-cs.done:
@@ -386,6 +403,7 @@ func (t *task) persist(snaps []OperatorSnapshot, a Ack, cs *channelState) {
 		}
 		a.Bytes += n
 		a.PersistedBytes = n
+		a.Unaligned = a.Unaligned || n > 0 // its barriers overtook data
 	}
 	a.Async = time.Since(start)
 	t.ack(a)
@@ -471,6 +489,48 @@ func (t *task) handleBarrierEvent(ch int, ev network.Event, overtook int) error 
 	case network.EventEndOfPartition:
 		t.barriers.OnEndOfPartition(ch, now)
 	}
+	return t.applyBarrierActions(overtook)
+}
+
+// alignmentTimedOut is mail posted when the aligned timeout of checkpoint
+// id passed: its barriers still queued at the gate behind data become
+// priority events (the first one read triggers the snapshot unaligned),
+// and an alignment in progress switches to unaligned.
+func (t *task) alignmentTimedOut(id int64) error {
+	delete(t.alignTimers, id)
+	for ch := range t.gate.NumChannels() {
+		t.gate.PrioritizeBarrier(ch, id)
+	}
+	t.barriers.OnTick(t.clock.Now().UnixMilli())
+	return t.applyBarrierActions(0)
+}
+
+// scheduleAlignmentTimer makes the task run alignmentTimedOut(id) at at
+// (Unix milliseconds), also while it is busy with a buffer (readStop) or
+// backpressured (mail is served there); once per checkpoint.
+func (t *task) scheduleAlignmentTimer(id, at int64) {
+	if t.alignTimers[id] {
+		return
+	}
+	if t.alignTimers == nil {
+		t.alignTimers = map[int64]bool{}
+	}
+	t.alignTimers[id] = true
+	tm := t.clock.NewTimer(time.UnixMilli(at).Sub(t.clock.Now()))
+	go func() {
+		select {
+		case <-tm.C():
+			t.readStop.Store(true)
+			t.mail.post(func() error { return t.alignmentTimedOut(id) })
+		case <-t.ctx.Done():
+			tm.Stop()
+		}
+	}()
+}
+
+// applyBarrierActions applies what the barrier handler decided. overtook
+// is the Buffer.Overtook of the priority barrier just read, if any.
+func (t *task) applyBarrierActions(overtook int) error {
 	for _, a := range t.barriers.Actions() {
 		switch a := a.(type) {
 		case barrier.Block:
@@ -489,6 +549,8 @@ func (t *task) handleBarrierEvent(ch int, ev network.Event, overtook int) error 
 			t.stopPersisting(a.Ch)
 		case barrier.ChannelStateComplete:
 			t.completeChannelState(a.ID)
+		case barrier.ScheduleTimer:
+			t.scheduleAlignmentTimer(a.ID, a.At)
 		case barrier.Abort:
 			// An unaligned checkpoint already snapshotted here is
 			// declined by its asynchronous phase.

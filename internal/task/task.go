@@ -64,6 +64,9 @@ type task struct {
 	onPriority func(ch int, ev network.Event)
 
 	barriers *barrier.Handler // for tasks with inputs
+	// alignTimers are the checkpoints with an aligned timeout whose timer
+	// runs (scheduleAlignmentTimer).
+	alignTimers map[int64]bool
 	// Unaligned checkpoints: the channel state being collected, and what
 	// it needs to know of the task's channels (unaligned.go).
 	inflight    *channelState
@@ -557,6 +560,11 @@ func (t *task) runInput(ctx context.Context) error {
 			case network.EventBarrier, network.EventCancelBarrier:
 				if err := t.handleBarrierEvent(ch, b.Event, b.Overtook); err != nil {
 					return err
+				}
+				continue
+			case network.EventAnnouncement:
+				if o := b.Event.Checkpoint; o.Timeoutable() {
+					t.scheduleAlignmentTimer(b.Event.ID, b.Event.Timestamp+o.AlignedTimeout.Milliseconds())
 				}
 				continue
 			case network.EventEndOfData:

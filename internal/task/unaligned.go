@@ -1,10 +1,12 @@
 package task
 
 import (
+	"context"
 	"encoding/binary"
 	"errors"
 	"fmt"
 	"io"
+	"time"
 
 	"github.com/weirstream/weir/internal/checkpoint/metadata"
 	"github.com/weirstream/weir/internal/checkpoint/storage"
@@ -210,10 +212,13 @@ func (t *task) startChannelState(id int64) *channelState {
 
 // forwardBarrier emits barrier ev on every output: as a priority event that
 // overtakes queued data (whose copies go into cs) where the checkpoint is
-// unaligned and the edge allows it, in order otherwise.
-func (t *task) forwardBarrier(ev network.Event, cs *channelState) {
+// unaligned and the edge allows it, in order otherwise. inOrder sends it in
+// order everywhere: an aligned checkpoint with a timeout whose timeout has
+// not passed (the asynchronous phase moves the barriers still queued then
+// ahead: timeoutOutputBarriers).
+func (t *task) forwardBarrier(ev network.Event, cs *channelState, inOrder bool) {
 	for i, rp := range t.partitions {
-		if cs == nil || !t.outParts[i].unaligned {
+		if cs == nil || inOrder || !t.outParts[i].unaligned {
 			rp.BroadcastEvent(ev)
 			continue
 		}
@@ -292,4 +297,49 @@ func (t *task) abortChannelState(id int64, err error) bool {
 	cs.finish(err)
 	t.inflight = nil
 	return true
+}
+
+// timeoutOutputBarriers is the output side of an aligned checkpoint with a
+// timeout, run by its asynchronous phase: it waits until the barriers sent
+// in order left every subpartition of an edge that allows unaligned
+// checkpoints (the checkpoint stays aligned here), or until the timeout
+// passes, and then moves those still queued ahead of the data before them,
+// whose copies become output channel state. It returns the number of
+// subpartitions where it moved the barrier.
+func (t *task) timeoutOutputBarriers(a Ack, cs *channelState) (int, error) {
+	deadline := time.UnixMilli(a.TriggerTime).Add(a.Options.AlignedTimeout)
+	for {
+		queued := false
+		for i, rp := range t.partitions {
+			if t.outParts[i].unaligned && rp.BarrierQueued(a.ID) {
+				queued = true
+				break
+			}
+		}
+		if !queued {
+			return 0, nil
+		}
+		wait := deadline.Sub(t.clock.Now())
+		if wait <= 0 {
+			break
+		}
+		tm := t.clock.NewTimer(min(wait, time.Millisecond))
+		select {
+		case <-tm.C():
+		case <-t.ctx.Done():
+			tm.Stop()
+			return 0, fmt.Errorf("output barriers: %w", context.Cause(t.ctx))
+		}
+	}
+	moved := 0
+	for i, rp := range t.partitions {
+		if !t.outParts[i].unaligned {
+			continue
+		}
+		out := cs.out[i]
+		moved += rp.PrioritizeBarrier(a.ID, func(sub int, b *network.Buffer) {
+			out[sub] = append(out[sub], copyBuffer(b))
+		})
+	}
+	return moved, nil
 }

@@ -22,7 +22,7 @@ var (
 // Action is one thing the task must do, in the order Actions returns them. It
 // is one of Block, Unblock, TriggerSnapshot, Abort, ForwardCancelBarrier,
 // Fail, or, for unaligned checkpoints, StartPersisting, PersistOvertaken,
-// StopPersisting and ChannelStateComplete.
+// StopPersisting, ChannelStateComplete and ScheduleTimer.
 type Action interface {
 	fmt.Stringer
 	action()
@@ -89,6 +89,14 @@ type StopPersisting struct {
 	ID int64
 }
 
+// ScheduleTimer: checkpoint ID started aligned with a timeout; the task
+// calls OnTick at At (Unix milliseconds, the trigger time plus the
+// aligned-checkpoint timeout) or soon after, unless ID settled before.
+type ScheduleTimer struct {
+	ID int64
+	At int64
+}
+
 // ChannelStateComplete: every live channel delivered the barrier of
 // unaligned checkpoint ID; its input channel state is complete and the
 // asynchronous phase may write it.
@@ -126,7 +134,12 @@ var (
 	_ Action = PersistOvertaken{}
 	_ Action = StopPersisting{}
 	_ Action = ChannelStateComplete{}
+	_ Action = ScheduleTimer{}
 )
+
+func (ScheduleTimer) action() {}
+
+func (a ScheduleTimer) String() string { return fmt.Sprintf("schedule-timer id=%d at=%d", a.ID, a.At) }
 
 func (StartPersisting) action()      {}
 func (PersistOvertaken) action()     {}

@@ -119,6 +119,7 @@ func (h *Handler) onBarrier(ch int, id int64, triggerTime int64, opts checkpoint
 		return
 	}
 	i := h.find(id)
+	created := i < 0
 	if i < 0 {
 		if id <= h.latest {
 			return // stale: id already triggered or aborted here
@@ -162,10 +163,16 @@ func (h *Handler) onBarrier(ch int, id int64, triggerTime int64, opts checkpoint
 	case priority:
 		h.triggerUnaligned(p, ch, now)
 		return
-	}
-	if p.missing == 0 {
+	case p.missing == 0:
 		h.trigger(i, now)
 		return
+	case h.timedOut(p, now):
+		// The barrier came in order but late: the rest goes unaligned.
+		h.triggerUnaligned(p, -1, now)
+		return
+	}
+	if created && h.mode == ExactlyOnce && p.options.Timeoutable() {
+		h.emit(ScheduleTimer{ID: id, At: p.triggerTime + p.options.AlignedTimeout.Milliseconds()})
 	}
 	if h.mode == ExactlyOnce {
 		h.blocked[ch] = true
@@ -277,11 +284,27 @@ func (h *Handler) trigger(i int, now int64) {
 	}
 }
 
-// triggerUnaligned switches p, the one checkpoint aligning, to unaligned at
-// the priority barrier on ch: the snapshot is taken now, the channels still
-// owing the barrier persist their input until it arrives, ch persists what
-// its barrier overtook, and the channels blocked so far (their barrier came
-// in order, nothing of theirs is in flight before it) are released.
+// OnTick tells the handler the time: a checkpoint aligning with a timeout
+// whose timeout passed switches to unaligned (see ScheduleTimer).
+func (h *Handler) OnTick(now int64) {
+	if len(h.pending) == 1 && h.timedOut(h.pending[0], now) {
+		h.triggerUnaligned(h.pending[0], -1, now)
+	}
+}
+
+// timedOut reports whether p, aligning in ExactlyOnce mode, started
+// aligned with a timeout that passed at now.
+func (h *Handler) timedOut(p *pendingCheckpoint, now int64) bool {
+	return h.mode == ExactlyOnce && !p.unaligned && p.options.Timeoutable() &&
+		now >= p.triggerTime+p.options.AlignedTimeout.Milliseconds()
+}
+
+// triggerUnaligned switches p, the one checkpoint aligning, to unaligned:
+// at the priority barrier on ch, or (ch < 0) because its aligned timeout
+// passed. The snapshot is taken now, the channels still owing the barrier
+// persist their input until it arrives, ch persists what its barrier
+// overtook, and the channels blocked so far (their barrier came in order,
+// nothing of theirs is in flight before it) are released.
 func (h *Handler) triggerUnaligned(p *pendingCheckpoint, ch int, now int64) {
 	p.unaligned = true
 	h.emit(TriggerSnapshot{
@@ -297,7 +320,9 @@ func (h *Handler) triggerUnaligned(p *pendingCheckpoint, ch int, now int64) {
 			h.emit(StartPersisting{Ch: c, ID: p.id})
 		}
 	}
-	h.emit(StartPersisting{Ch: ch, ID: p.id}, PersistOvertaken{Ch: ch, ID: p.id}, StopPersisting{Ch: ch, ID: p.id})
+	if ch >= 0 {
+		h.emit(StartPersisting{Ch: ch, ID: p.id}, PersistOvertaken{Ch: ch, ID: p.id}, StopPersisting{Ch: ch, ID: p.id})
+	}
 	h.unblockAll()
 	h.completeUnaligned(now)
 }

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"testing"
+	"time"
 
 	"github.com/weirstream/weir/internal/checkpoint"
 )
@@ -64,6 +65,10 @@ func randomRun(seed uint64) (err error) {
 		mode = AtLeastOnce
 	}
 	clean := true // no skips, cancellations or task aborts
+	var opts checkpoint.Options
+	if mode == ExactlyOnce && rng.IntN(3) == 0 {
+		opts = checkpoint.Options{Unaligned: true, AlignedTimeout: time.Duration(1+rng.IntN(8)) * time.Millisecond}
+	}
 	priority := make([]bool, channels)
 	if mode == ExactlyOnce && rng.IntN(3) > 0 {
 		for ch := range priority {
@@ -94,7 +99,7 @@ func randomRun(seed uint64) (err error) {
 	var log []string
 	defer func() {
 		if err != nil {
-			err = fmt.Errorf("%s, %d channels (priority %v): %w\nscripts: %v\nlog:\n%s", mode, channels, priority, err, scripts, joinLines(log))
+			err = fmt.Errorf("%s, %d channels (priority %v, %v): %w\nscripts: %v\nlog:\n%s", mode, channels, priority, opts, err, scripts, joinLines(log))
 		}
 	}()
 
@@ -126,6 +131,9 @@ func randomRun(seed uint64) (err error) {
 		stepCh := -1
 		var st step
 		switch {
+		case opts.AlignedTimeout > 0 && rng.IntN(5) == 0:
+			log = append(log, fmt.Sprintf("tick @%d", now))
+			h.OnTick(now)
 		case rng.IntN(40) == 0:
 			id := 1 + rng.Int64N(int64(checkpoints)+1)
 			clean = false
@@ -161,9 +169,9 @@ func randomRun(seed uint64) (err error) {
 				seen[st.id] = true
 				delivered[stepCh][st.id] = true
 				if priority[stepCh] {
-					h.OnPriorityBarrier(stepCh, st.id, st.id*100, checkpoint.Options{}, now)
+					h.OnPriorityBarrier(stepCh, st.id, st.id*100, opts, now)
 				} else {
-					h.OnBarrier(stepCh, st.id, st.id*100, checkpoint.Options{}, now)
+					h.OnBarrier(stepCh, st.id, st.id*100, opts, now)
 				}
 			case 'c':
 				h.OnCancelBarrier(stepCh, st.id, now)
@@ -195,8 +203,10 @@ func randomRun(seed uint64) (err error) {
 					return fmt.Errorf("%v of a settled checkpoint", a)
 				}
 				if a.Unaligned {
-					if st.kind != 'b' || !priority[stepCh] || st.id != a.ID {
-						return fmt.Errorf("%v not at a priority barrier", a)
+					atPriority := stepCh >= 0 && st.kind == 'b' && priority[stepCh] && st.id == a.ID
+					timedOut := opts.AlignedTimeout > 0 && now >= a.TriggerTime+opts.AlignedTimeout.Milliseconds()
+					if !atPriority && !timedOut {
+						return fmt.Errorf("%v neither at a priority barrier nor after its aligned timeout", a)
 					}
 					unaligned[a.ID] = true
 				}
@@ -255,6 +265,10 @@ func randomRun(seed uint64) (err error) {
 					return fmt.Errorf("unexpected %v", a)
 				}
 				persisting[a.Ch] = 0
+			case ScheduleTimer:
+				if opts.AlignedTimeout == 0 || a.At != a.ID*100+opts.AlignedTimeout.Milliseconds() {
+					return fmt.Errorf("unexpected %v", a)
+				}
 			case ChannelStateComplete:
 				if !unaligned[a.ID] {
 					return fmt.Errorf("unexpected %v", a)

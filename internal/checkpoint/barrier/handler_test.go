@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/cockroachdb/datadriven"
 
@@ -16,6 +17,9 @@ import (
 //	init channels=N mode=exactly-once|at-least-once
 //	barrier ch=C id=I trigger=T [now=N]   barrier I (triggered at T) on C
 //	pbarrier ch=C id=I trigger=T [now=N]  the same as a priority event (unaligned)
+//	tbarrier ch=C id=I trigger=T timeout=D [now=N]  a barrier of an unaligned
+//	                                      checkpoint that starts aligned for D ms
+//	tick now=N                            OnTick
 //	cancel ch=C id=I [now=N]              cancellation barrier I on C
 //	eop ch=C [now=N]                      end of partition on C
 //	abort id=I reason=WORD                AbortFromTask(I, errors.New(WORD))
@@ -48,6 +52,10 @@ func TestHandlerScripts(t *testing.T) {
 				now = 0
 			case "barrier":
 				h.OnBarrier(int(arg("ch")), arg("id"), arg("trigger"), checkpoint.Options{}, now)
+			case "tbarrier":
+				h.OnBarrier(int(arg("ch")), arg("id"), arg("trigger"), checkpoint.Options{Unaligned: true, AlignedTimeout: time.Duration(arg("timeout")) * time.Millisecond}, now)
+			case "tick":
+				h.OnTick(now)
 			case "pbarrier":
 				h.OnPriorityBarrier(int(arg("ch")), arg("id"), arg("trigger"), checkpoint.Options{}, now)
 			case "cancel":

@@ -43,6 +43,11 @@ type Config struct {
 	// in-flight data, which the tasks persist. The caller enables it only
 	// for exactly-once checkpoints with MaxConcurrent 1.
 	Unaligned bool
+	// AlignedTimeout starts unaligned checkpoints aligned and switches them
+	// to unaligned after this long since their trigger
+	// (execution.checkpointing.aligned-checkpoint-timeout). 0: unaligned
+	// from the start.
+	AlignedTimeout time.Duration
 }
 
 // EnsureDefaults fills the zero fields that have a default.

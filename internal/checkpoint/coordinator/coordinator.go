@@ -290,7 +290,7 @@ func (c *Coordinator[H]) trigger(periodic bool, format checkpoint.Format) int64 
 		acks:      make(map[TaskID]ack[H], len(c.tasks)),
 	}
 	c.emit(Trigger{ID: id, Timestamp: c.now, Periodic: periodic,
-		Options: checkpoint.Options{Kind: checkpoint.KindCheckpoint, Format: format, LastCompleted: c.lastCompletedID, Unaligned: c.cfg.Unaligned && !c.alignedOnly}})
+		Options: checkpoint.Options{Kind: checkpoint.KindCheckpoint, Format: format, LastCompleted: c.lastCompletedID, Unaligned: c.cfg.Unaligned && !c.alignedOnly, AlignedTimeout: c.cfg.AlignedTimeout}})
 	return id
 }
 

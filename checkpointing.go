@@ -73,6 +73,11 @@ type CheckpointOptions struct {
 	// data only under backpressure. Default 0: unaligned from the start
 	// (execution.checkpointing.aligned-checkpoint-timeout).
 	AlignedCheckpointTimeout time.Duration
+	// MaxSubtasksPerChannelStateFile is how many subtasks share one file
+	// for the in-flight data of an unaligned checkpoint: fewer, larger
+	// files. 1 writes a file per subtask. Default 5
+	// (execution.checkpointing.unaligned.max-subtasks-per-channel-state-file).
+	MaxSubtasksPerChannelStateFile int
 	// RecoverWithoutChannelState names a checkpoint to restore without
 	// its in-flight data, the escape hatch for channel state that cannot
 	// be read: the records it held are lost. Default -1: none
@@ -150,6 +155,9 @@ func (c *CheckpointOptions) validate() []error {
 	}
 	if c.NumRetained < 1 {
 		bad("retained checkpoints %d must be at least 1", c.NumRetained)
+	}
+	if c.MaxSubtasksPerChannelStateFile < 0 {
+		bad("max subtasks per channel-state file %d must be at least 1", c.MaxSubtasksPerChannelStateFile)
 	}
 	if c.AlignedCheckpointTimeout < 0 {
 		bad("aligned checkpoint timeout %v must not be negative", c.AlignedCheckpointTimeout)

@@ -267,19 +267,20 @@ func (e *Environment) taskOptions(name string) task.Options {
 		mode = barrier.AtLeastOnce
 	}
 	return task.Options{
-		JobName:                name,
-		SegmentSize:            e.opts.BufferSize,
-		BuffersPerChannel:      e.opts.BuffersPerChannel,
-		FloatingBuffersPerGate: e.opts.FloatingBuffersPerGate,
-		OverdraftBuffers:       e.opts.OverdraftBuffers,
-		BufferTimeout:          e.opts.BufferTimeout,
-		Logger:                 e.opts.Logger.With("job", name),
-		Clock:                  e.clock(),
-		AutoWatermarkInterval:  e.opts.AutoWatermarkInterval,
-		StateDir:               e.opts.StateDir,
-		CheckpointMode:         mode,
-		Incremental:            e.opts.Checkpoint.Incremental,
-		Hooks:                  e.hooks.task,
+		JobName:                  name,
+		SegmentSize:              e.opts.BufferSize,
+		BuffersPerChannel:        e.opts.BuffersPerChannel,
+		FloatingBuffersPerGate:   e.opts.FloatingBuffersPerGate,
+		OverdraftBuffers:         e.opts.OverdraftBuffers,
+		BufferTimeout:            e.opts.BufferTimeout,
+		Logger:                   e.opts.Logger.With("job", name),
+		Clock:                    e.clock(),
+		AutoWatermarkInterval:    e.opts.AutoWatermarkInterval,
+		StateDir:                 e.opts.StateDir,
+		CheckpointMode:           mode,
+		Incremental:              e.opts.Checkpoint.Incremental,
+		ChannelStateFileSubtasks: e.opts.Checkpoint.MaxSubtasksPerChannelStateFile,
+		Hooks:                    e.hooks.task,
 	}
 }
 

@@ -16,6 +16,9 @@ type TestHooks struct {
 	// Sync and Upload run at the start of a subtask's synchronous and
 	// asynchronous snapshot phases.
 	Sync, Upload func(vertex, subtask int, id int64) error
+	// ChannelState runs before a channel-state file of checkpoint id is
+	// written; an error fails the write.
+	ChannelState func(id int64) error
 	// BeforeMetadata runs before a checkpoint's _metadata is written.
 	BeforeMetadata func(id int64) error
 	// Completed observes completed checkpoints.
@@ -32,7 +35,7 @@ type TestHooks struct {
 // SetTestHooks installs h in env; call it before Execute.
 func SetTestHooks(env *Environment, h TestHooks) {
 	env.hooks = testHooks{
-		task:        task.FaultHooks{Sync: h.Sync, Upload: h.Upload},
+		task:        task.FaultHooks{Sync: h.Sync, Upload: h.Upload, ChannelState: h.ChannelState},
 		runner:      runner.Hooks{BeforeMetadata: h.BeforeMetadata, Completed: h.Completed, Storage: h.Storage},
 		materialize: h.Materialize,
 		clock:       h.Clock,

@@ -220,6 +220,14 @@ var optionTable = []Option{
 			"max-concurrent-checkpoints 1, otherwise the job warns and checkpoints aligned.",
 	},
 	{
+		Key:     "execution.checkpointing.unaligned.max-subtasks-per-channel-state-file",
+		Kind:    KindInt,
+		Default: "5",
+		Description: "How many subtasks share one file for the in-flight data of an unaligned checkpoint (fewer, larger " +
+			"files); 1 writes a file per subtask.",
+		Min: 1,
+	},
+	{
 		Key:     "execution.checkpointing.aligned-checkpoint-timeout",
 		Kind:    KindDuration,
 		Default: "0 ms",

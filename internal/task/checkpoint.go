@@ -176,6 +176,9 @@ func (j *Job) NotifyCheckpointComplete(id int64, final bool) {
 // NotifyCheckpointAborted tells every subtask that checkpoint id was
 // aborted.
 func (j *Job) NotifyCheckpointAborted(id int64) {
+	for _, g := range j.chanGroups {
+		g.abort(id, fmt.Errorf("checkpoint %d: %w", id, errChannelStateAborted))
+	}
 	for _, t := range j.tasks {
 		t.mail.post(func() error { return t.notify(id, false) })
 	}

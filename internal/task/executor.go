@@ -83,6 +83,10 @@ type Options struct {
 	// Incremental asks backends that can (pebble) for native, incremental
 	// snapshots instead of full canonical streams.
 	Incremental bool
+	// ChannelStateFileSubtasks is how many subtasks share one
+	// channel-state file per checkpoint; default 5, 1 is a file per
+	// subtask (execution.checkpointing.unaligned.max-subtasks-per-channel-state-file).
+	ChannelStateFileSubtasks int
 	// SkipChannelState restores Restore without its in-flight data
 	// (execution.state-recovery.without-channel-state.checkpoint-id): the
 	// records an unaligned checkpoint persisted in the network are lost.
@@ -97,6 +101,9 @@ type FaultHooks struct {
 	// Upload runs at the start of the asynchronous phase; an error declines
 	// the checkpoint.
 	Upload func(vertex, subtask int, id int64) error
+	// ChannelState runs before a channel-state file of checkpoint id is
+	// written; an error fails that write (the checkpoint is declined).
+	ChannelState func(id int64) error
 }
 
 // Defaults of Options.
@@ -106,6 +113,9 @@ const (
 	DefaultFloatingPerGate   = 8
 	DefaultBufferTimeout     = 100 * time.Millisecond
 	DefaultOverdraftBuffers  = 5
+	// DefaultChannelStateFileSubtasks is Flink's default of
+	// execution.checkpointing.unaligned.max-subtasks-per-channel-state-file.
+	DefaultChannelStateFileSubtasks = 5
 )
 
 func (o *Options) ensureDefaults() {
@@ -122,6 +132,9 @@ func (o *Options) ensureDefaults() {
 	}
 	if o.BufferTimeout == 0 {
 		o.BufferTimeout = DefaultBufferTimeout
+	}
+	if o.ChannelStateFileSubtasks <= 0 {
+		o.ChannelStateFileSubtasks = DefaultChannelStateFileSubtasks
 	}
 	if o.OverdraftBuffers == 0 {
 		o.OverdraftBuffers = DefaultOverdraftBuffers
@@ -167,6 +180,7 @@ type Job struct {
 	sourcesLeft  atomic.Int64
 	restored     map[string]*restoredOp
 	channelState map[string][]metadata.ChannelState // restored in-flight data by edge
+	chanGroups   []*channelStateGroup
 	stateDir     string
 	graph        *graph.JobGraph
 	tasks        []*task
@@ -234,6 +248,7 @@ func Deploy(ctx context.Context, jg *graph.JobGraph, opts Options) (*Job, error)
 			j.tasks = append(j.tasks, t)
 		}
 	}
+	j.groupChannelState(opts.ChannelStateFileSubtasks)
 	return j, nil
 }
 

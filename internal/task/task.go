@@ -70,8 +70,10 @@ type task struct {
 	// Unaligned checkpoints: the channel state being collected, and what
 	// it needs to know of the task's channels (unaligned.go).
 	inflight    *channelState
-	inChans     []inChannel    // per gate channel
-	outParts    []outPartition // per partition
+	chanGroup   *channelStateGroup // writes the channel-state file
+	chanMember  int                // this task's place in chanGroup
+	inChans     []inChannel        // per gate channel
+	outParts    []outPartition     // per partition
 	parallelism int
 	// replay is the in-flight data of a restored unaligned checkpoint,
 	// replayed before the gate is read (unaligned_restore.go).

@@ -5,11 +5,9 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
-	"io"
 	"time"
 
 	"github.com/weirstream/weir/internal/checkpoint/metadata"
-	"github.com/weirstream/weir/internal/checkpoint/storage"
 	"github.com/weirstream/weir/internal/graph"
 	"github.com/weirstream/weir/internal/network"
 )
@@ -155,8 +153,9 @@ func decodeBuffers(src []byte, n int) ([]savedBuffer, error) {
 	return out, nil
 }
 
-// writeChannelState writes cs into one file of checkpoint id and returns
-// the metadata entries pointing into it and the bytes written.
+// writeChannelState writes cs, through the task's channel-state group
+// (one file per group of subtasks), and returns the metadata entries
+// pointing into the file and the bytes this subtask wrote.
 func (t *task) writeChannelState(id int64, cs *channelState) ([]metadata.ChannelState, int64, error) {
 	var payload []byte
 	var entries []metadata.ChannelState
@@ -180,22 +179,16 @@ func (t *task) writeChannelState(id int64, cs *channelState) ([]metadata.Channel
 			add(metadata.ChannelState{Edge: p.edge, Output: true, Producer: t.index, Consumer: sub, Consumers: p.consumers}, bs)
 		}
 	}
-	if len(entries) == 0 {
+	if t.chanGroup == nil { // no input and no output where barriers overtake
 		return nil, 0, nil
 	}
-	name := fmt.Sprintf("chan-%s-%d", sanitize(t.ctxs[0].UID), t.index)
-	h, err := t.writeFile(id, name, func(w io.Writer) error {
-		_, err := w.Write(payload)
-		return err
-	})
-	if err != nil {
+	h, off, err := t.chanGroup.submit(t.ctx, id, t.chanMember, payload)
+	if err != nil || len(entries) == 0 {
 		return nil, 0, err
-	}
-	if h == nil { // no checkpoint storage
-		h = &storage.FileHandle{Path: name, Size: int64(len(payload))}
 	}
 	for i := range entries {
 		entries[i].File = *h
+		entries[i].Offset += off
 	}
 	return entries, int64(len(payload)), nil
 }

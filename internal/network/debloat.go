@@ -179,6 +179,10 @@ func (d *Debloater) skip(size int) bool {
 	return int64(diff)*100 <= int64(d.announced)*int64(d.cfg.ThresholdPercentages)
 }
 
+// Due reports whether Sample at now would calculate (or start): callers
+// whose counters cost something to read ask first.
+func (d *Debloater) Due(now time.Time) bool { return !d.started || now.Sub(d.from) >= d.cfg.Period }
+
 // Size is the last announced size, cfg.MaxSize before the first.
 func (d *Debloater) Size() int { return d.announced }
 

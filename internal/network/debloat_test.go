@@ -154,7 +154,12 @@ func TestDebloater(t *testing.T) {
 					s.size = prev
 				}
 				prev = s.size
-				size, announce := d.Sample(start.Add(time.Duration(s.ms)*time.Millisecond), s.consumed, time.Duration(s.idleMs)*time.Millisecond)
+				now := start.Add(time.Duration(s.ms) * time.Millisecond)
+				due := d.Due(now)
+				size, announce := d.Sample(now, s.consumed, time.Duration(s.idleMs)*time.Millisecond)
+				if !due && announce {
+					t.Fatalf("step %d: announced while not Due", i)
+				}
 				if size != s.size || announce != s.announce {
 					t.Fatalf("step %d (%+v): got size %d, announce %v (throughput %.0f B/s)", i, s, size, announce, d.Throughput())
 				}

@@ -60,7 +60,7 @@ func (t *task) initDebloat(cfg *network.DebloatConfig, segment int) {
 // goroutine, from tick.
 func (t *task) debloatTick(now time.Time) {
 	d := t.debloat.d
-	if d == nil {
+	if d == nil || !d.Due(now) { // ticks come per input buffer: read the idle time per period only
 		return
 	}
 	if size, ok := d.Sample(now, t.gate.ConsumedBytes(), t.perf.idleTime()); ok {

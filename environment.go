@@ -272,6 +272,7 @@ func (e *Environment) taskOptions(name string) task.Options {
 		BuffersPerChannel:        e.opts.BuffersPerChannel,
 		FloatingBuffersPerGate:   e.opts.FloatingBuffersPerGate,
 		OverdraftBuffers:         e.opts.OverdraftBuffers,
+		Debloat:                  e.opts.debloat(),
 		BufferTimeout:            e.opts.BufferTimeout,
 		Logger:                   e.opts.Logger.With("job", name),
 		Clock:                    e.clock(),

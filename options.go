@@ -9,6 +9,7 @@ import (
 
 	"github.com/weirstream/weir/config"
 	"github.com/weirstream/weir/internal/keygroup"
+	"github.com/weirstream/weir/internal/network"
 	"github.com/weirstream/weir/internal/runner"
 	"github.com/weirstream/weir/internal/task"
 )
@@ -30,6 +31,13 @@ type Options struct {
 	// BufferSize is the size of a network buffer in bytes. Default 32 KiB
 	// (taskmanager.memory.segment-size).
 	BufferSize int
+	// MinBufferSize is the smallest size buffer debloating gives a network
+	// buffer, in bytes; at most BufferSize. Default 256
+	// (taskmanager.memory.min-segment-size).
+	MinBufferSize int
+	// BufferDebloat sizes network buffers to the throughput of their
+	// consumers; see BufferDebloatOptions. Default off.
+	BufferDebloat BufferDebloatOptions
 	// BuffersPerChannel is the exclusive credit of each input channel.
 	// Default 2 (taskmanager.network.memory.buffers-per-channel).
 	BuffersPerChannel int
@@ -93,6 +101,10 @@ func (o *Options) EnsureDefaults() {
 	if o.BufferSize == 0 {
 		o.BufferSize = task.DefaultSegmentSize
 	}
+	if o.MinBufferSize == 0 {
+		o.MinBufferSize = network.DefaultMinBufferSize
+	}
+	o.BufferDebloat.ensureDefaults()
 	if o.BuffersPerChannel == 0 {
 		o.BuffersPerChannel = task.DefaultBuffersPerChannel
 	}
@@ -147,6 +159,10 @@ func (o *Options) Validate() error {
 	if o.BuffersPerChannel < 1 {
 		errs = append(errs, fmt.Errorf("buffers per channel %d must be at least 1", o.BuffersPerChannel))
 	}
+	if o.MinBufferSize < 1 || o.MinBufferSize > o.BufferSize {
+		errs = append(errs, fmt.Errorf("minimum buffer size %d must be between 1 and the buffer size %d", o.MinBufferSize, o.BufferSize))
+	}
+	errs = append(errs, o.BufferDebloat.validate()...)
 	if o.StateBackend != BackendHashMap && o.StateBackend != BackendPebble {
 		errs = append(errs, fmt.Errorf("state backend %q must be %s or %s", o.StateBackend, BackendHashMap, BackendPebble))
 	}
@@ -171,6 +187,7 @@ func OptionsFromConfig(c *config.Config) Options {
 		Parallelism:            int(c.Int("parallelism.default")),
 		DisableChaining:        !c.Bool("pipeline.operator-chaining.enabled"),
 		BufferSize:             int(c.MemorySize("taskmanager.memory.segment-size")),
+		MinBufferSize:          int(c.MemorySize("taskmanager.memory.min-segment-size")),
 		BuffersPerChannel:      int(c.Int("taskmanager.network.memory.buffers-per-channel")),
 		FloatingBuffersPerGate: int(c.Int("taskmanager.network.memory.floating-buffers-per-gate")),
 		OverdraftBuffers:       int(c.Int("taskmanager.network.memory.max-overdraft-buffers-per-gate")),
@@ -195,6 +212,16 @@ func OptionsFromConfig(c *config.Config) Options {
 		AlignedCheckpointTimeout:       c.Duration("execution.checkpointing.aligned-checkpoint-timeout"),
 		MaxSubtasksPerChannelStateFile: int(c.Int("execution.checkpointing.unaligned.max-subtasks-per-channel-state-file")),
 		RecoverWithoutChannelState:     c.Int("execution.state-recovery.without-channel-state.checkpoint-id"),
+	}
+	o.BufferDebloat = BufferDebloatOptions{
+		Enabled:              c.Bool("taskmanager.network.memory.buffer-debloat.enabled"),
+		Target:               c.Duration("taskmanager.network.memory.buffer-debloat.target"),
+		Period:               c.Duration("taskmanager.network.memory.buffer-debloat.period"),
+		Samples:              int(c.Int("taskmanager.network.memory.buffer-debloat.samples")),
+		ThresholdPercentages: int(c.Int("taskmanager.network.memory.buffer-debloat.threshold-percentages")),
+	}
+	if o.BufferDebloat.ThresholdPercentages == 0 { // the key says 0; the Go field's zero means the default
+		o.BufferDebloat.ThresholdPercentages = -1
 	}
 	o.JobLock = JobLockOptions{
 		LeaseDuration: c.Duration("execution.checkpointing.lock.lease-duration"),
@@ -230,6 +257,77 @@ func OptionsFromConfig(c *config.Config) Options {
 		o.BufferTimeout = time.Nanosecond
 	}
 	return o
+}
+
+// BufferDebloatOptions configure buffer debloating (Apache Flink's
+// FLIP-183, taskmanager.network.memory.buffer-debloat.*). Every subtask
+// that reads from the network measures the throughput of its input, the
+// bytes it consumes per second while it is not idle, and every Period has
+// its senders cut their buffers at the size that makes the data its input
+// can hold (its credit: exclusive buffers of every channel plus floating
+// ones) take about Target to process, between MinBufferSize and
+// BufferSize, instead of filling whole BufferSize buffers. Under
+// backpressure a checkpoint barrier then queues behind about Target's worth
+// of data per exchange instead of full buffers: aligned checkpoints stop
+// depending on the buffer size. See docs/checkpointing.md.
+type BufferDebloatOptions struct {
+	// Enabled turns debloating on. Default false
+	// (taskmanager.network.memory.buffer-debloat.enabled).
+	Enabled bool
+	// Target is how long a subtask should take to process the data its
+	// input gate can hold. Default 1s
+	// (taskmanager.network.memory.buffer-debloat.target).
+	Target time.Duration
+	// Period is how often the buffer size is recalculated. Default 200ms
+	// (taskmanager.network.memory.buffer-debloat.period).
+	Period time.Duration
+	// Samples is the number of periods the size is averaged over (an
+	// exponential moving average): more reacts more slowly. Default 20
+	// (taskmanager.network.memory.buffer-debloat.samples).
+	Samples int
+	// ThresholdPercentages: a new size is announced to the senders only
+	// if it differs from the last one by more than this percentage (or
+	// reaches MinBufferSize or BufferSize), to avoid constant small
+	// adjustments. Default 25; negative means 0, every change
+	// (taskmanager.network.memory.buffer-debloat.threshold-percentages).
+	ThresholdPercentages int
+}
+
+func (o *BufferDebloatOptions) ensureDefaults() {
+	if o.Target == 0 {
+		o.Target = network.DefaultDebloatTarget
+	}
+	if o.Period == 0 {
+		o.Period = network.DefaultDebloatPeriod
+	}
+	if o.Samples == 0 {
+		o.Samples = network.DefaultDebloatSamples
+	}
+	if o.ThresholdPercentages == 0 {
+		o.ThresholdPercentages = network.DefaultDebloatThreshold
+	}
+}
+
+func (o *BufferDebloatOptions) validate() []error {
+	var errs []error
+	if o.Target <= 0 || o.Period <= 0 {
+		errs = append(errs, fmt.Errorf("buffer debloat target %v and period %v must be positive", o.Target, o.Period))
+	}
+	if o.Samples < 1 {
+		errs = append(errs, fmt.Errorf("buffer debloat samples %d must be at least 1", o.Samples))
+	}
+	return errs
+}
+
+// debloat returns the task runtime's debloating configuration, nil when it
+// is off.
+func (o *Options) debloat() *network.DebloatConfig {
+	d := o.BufferDebloat
+	if !d.Enabled {
+		return nil
+	}
+	return &network.DebloatConfig{Target: d.Target, Period: d.Period, Samples: d.Samples,
+		ThresholdPercentages: d.ThresholdPercentages, MinSize: o.MinBufferSize}
 }
 
 // JobLockOptions configure the lock a job with checkpointing takes on its

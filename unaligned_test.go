@@ -592,7 +592,7 @@ func TestUnalignedChannelStateFiles(t *testing.T) {
 			const n, p = 40_000, 5
 			dir := t.TempDir()
 			var mu sync.Mutex
-			files := map[int64]int{}   // checkpoint -> channel-state files
+			files := map[int64]int{}    // checkpoint -> channel-state files
 			subtasks := map[int64]int{} // checkpoint -> subtask entries with data
 			var failed atomic.Bool
 			var firstFailed atomic.Int64

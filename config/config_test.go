@@ -628,6 +628,21 @@ func TestMaxParallelism(t *testing.T) {
 	}
 }
 
+// The smallest debloated buffer cannot be larger than a buffer.
+func TestMinSegmentSize(t *testing.T) {
+	if _, err := Load(nil, []string{"taskmanager.memory.segment-size=1kb", "taskmanager.memory.min-segment-size=2kb"}); err == nil ||
+		!strings.Contains(err.Error(), `--set: "taskmanager.memory.min-segment-size" (2048 bytes) must not be greater than "taskmanager.memory.segment-size" (1024 bytes)`) {
+		t.Errorf("min > segment: %v", err)
+	}
+	c, err := Load(nil, []string{"taskmanager.memory.segment-size=1kb", "taskmanager.memory.min-segment-size=1kb"})
+	if err != nil || c.MemorySize("taskmanager.memory.min-segment-size") != 1024 {
+		t.Errorf("min = segment: %v", err)
+	}
+	if got := New().MemorySize("taskmanager.memory.min-segment-size"); got != 256 {
+		t.Errorf("default %d, want 256", got)
+	}
+}
+
 func TestLoadFile(t *testing.T) {
 	missing := filepath.Join(t.TempDir(), "missing.yaml")
 	_, err := LoadFile(missing, []string{"parallelism.default=0"})

@@ -115,6 +115,11 @@ func (l *loader) crossCheck() {
 		l.fail(&Error{Key: mKey, Value: strconv.FormatInt(m, 10), Source: l.where[mKey],
 			Msg: fmt.Sprintf("%q (%d) must not be less than %q (%d)", mKey, m, pKey, p)})
 	}
+	const segKey, minKey = "taskmanager.memory.segment-size", "taskmanager.memory.min-segment-size"
+	if seg, least := l.c.MemorySize(segKey), l.c.MemorySize(minKey); least > seg {
+		l.fail(&Error{Key: minKey, Value: strconv.FormatInt(least, 10), Source: l.where[minKey],
+			Msg: fmt.Sprintf("%q (%d bytes) must not be greater than %q (%d bytes)", minKey, least, segKey, seg)})
+	}
 }
 
 var yamlLineRE = regexp.MustCompile(`^yaml: line (\d+): (.*)$`)

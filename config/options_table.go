@@ -50,6 +50,54 @@ var optionTable = []Option{
 		Max:         1 << 30,
 	},
 	{
+		Key:     "taskmanager.memory.min-segment-size",
+		Kind:    KindMemorySize,
+		Default: "256 bytes",
+		Description: "Smallest size buffer debloating gives a network buffer; at most taskmanager.memory.segment-size, " +
+			"the largest.",
+		Min: 1,
+		Max: 1 << 30,
+	},
+	{
+		Key:     "taskmanager.network.memory.buffer-debloat.enabled",
+		Kind:    KindBool,
+		Default: "false",
+		Description: "Buffer debloating: every task that reads from the network measures its input's throughput and has " +
+			"its senders cut their buffers at the size that makes the data its input gate can hold take about " +
+			"buffer-debloat.target to process (between min-segment-size and segment-size), so that under backpressure " +
+			"a checkpoint barrier waits behind less data.",
+	},
+	{
+		Key:         "taskmanager.network.memory.buffer-debloat.target",
+		Kind:        KindDuration,
+		Default:     "1 s",
+		Description: "Buffer debloating: how long a task should take to process the data its input gate can hold.",
+		Min:         1,
+	},
+	{
+		Key:         "taskmanager.network.memory.buffer-debloat.period",
+		Kind:        KindDuration,
+		Default:     "200 ms",
+		Description: "Buffer debloating: how often the throughput is measured and the buffer size recalculated.",
+		Min:         1,
+	},
+	{
+		Key:     "taskmanager.network.memory.buffer-debloat.samples",
+		Kind:    KindInt,
+		Default: "20",
+		Description: "Buffer debloating: the number of periods the buffer size is averaged over (an exponential moving " +
+			"average); more reacts more slowly.",
+		Min: 1,
+	},
+	{
+		Key:     "taskmanager.network.memory.buffer-debloat.threshold-percentages",
+		Kind:    KindInt,
+		Default: "25",
+		Description: "Buffer debloating: a new buffer size is announced to the senders only if it differs from the last " +
+			"one by more than this percentage (or reaches min-segment-size or segment-size).",
+		Min: 0,
+	},
+	{
 		Key:         "taskmanager.network.memory.buffers-per-channel",
 		Kind:        KindInt,
 		Default:     "2",

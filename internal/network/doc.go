@@ -70,4 +70,15 @@
 // buffers at the sender and at the receiver. Every buffer is delivered with
 // the sender's backlog, and a sender without credit announces a backlog
 // that grew; credit flows the other way.
+//
+// # Buffer debloating
+//
+// Optionally (Flink's FLIP-183), a consumer sizes the buffers its senders
+// fill to its throughput: a Debloater (debloat.go) turns the bytes the
+// consumer released over time into a buffer size, the gate announces it
+// (InputGate.AnnounceBufferSize) through each channel's transport
+// (BufferSizeListener) to the subpartition, and the producer's
+// ResultPartition sends a data buffer as soon as it holds that many bytes
+// instead of when it is full. Under backpressure the data queued in front
+// of a barrier then takes about the configured target time to process.
 package network

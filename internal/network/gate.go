@@ -25,6 +25,8 @@ type InputGate struct {
 	onPriority func()
 	queued     int // buffers received and not yet polled
 	prioQueued int // priority events among them
+
+	consumed int64 // bytes of data buffers released, the consumer's (debloat.go)
 }
 
 // inputChannel is the receiver side of one channel; it implements
@@ -351,6 +353,7 @@ func (g *InputGate) PrioritizeBarrier(ch int, id int64) bool {
 
 // Release recycles data buffer b, received on ch, and credits the sender.
 func (g *InputGate) Release(ch int, b *Buffer) {
+	g.countConsumed(b)
 	b.Recycle()
 	var buf [2]announcement
 	g.mu.Lock()

@@ -59,12 +59,14 @@ type ResultPartition struct {
 	stopped error // *CanceledError or *YieldError: writers panic with it
 
 	observer BackpressureObserver // metrics.go
+	limits   []*atomic.Int32      // per subpartition: the buffer size its consumer announced (debloat.go)
 }
 
 // NewResultPartition returns a partition sending to targets with buffers from
 // pool. Waits for buffers end when ctx does.
 func NewResultPartition(ctx context.Context, pool *Pool, targets []Target) *ResultPartition {
-	return &ResultPartition{ctx: ctx, pool: pool, targets: targets, cur: make([]*Buffer, len(targets))}
+	return &ResultPartition{ctx: ctx, pool: pool, targets: targets, cur: make([]*Buffer, len(targets)),
+		limits: bufferSizeLimits(targets)}
 }
 
 // SetYielder makes writers blocked on a full pool serve y's urgent work.
@@ -222,6 +224,9 @@ func (rp *ResultPartition) appendEncoded(sub int, rec []byte) {
 	}
 	if len(b.Data)+len(rec) <= cap(b.Data) {
 		b.Data = append(b.Data, rec...)
+		if rp.reachedLimit(sub, len(b.Data)) {
+			rp.cut(sub)
+		}
 		return
 	}
 	rp.overflow(sub, len(b.Data), rec)
@@ -243,6 +248,9 @@ func (rp *ResultPartition) overflow(sub, n int, rec []byte) {
 	seg := cap(b.Data)
 	if len(rec) <= seg {
 		b.Data = append(b.Data, rec...)
+		if rp.reachedLimit(sub, len(b.Data)) {
+			rp.cut(sub)
+		}
 		return
 	}
 	for {
@@ -311,6 +319,9 @@ func (w *RecordWriter[T]) Emit(sub int, v T) {
 	d := w.enc.Append(b.Data, v)
 	if cap(d) == cap(b.Data) { // fits: append did not reallocate
 		b.Data = b.Data[:len(d)] // same array: store the length only, no write barrier
+		if rp.reachedLimit(sub, len(d)) {
+			rp.cut(sub)
+		}
 		return
 	}
 	w.slack = max(w.slack, min(len(d)-n, cap(b.Data)))

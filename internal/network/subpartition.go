@@ -3,6 +3,7 @@ package network
 import (
 	"fmt"
 	"sync"
+	"sync/atomic"
 )
 
 // PipelinedSubpartition is the in-memory Subpartition: a FIFO of buffers
@@ -13,6 +14,8 @@ type PipelinedSubpartition struct {
 	prio     int // priority events at the head of q
 	backlog  int // data buffers in q
 	listener AvailabilityListener
+	// bufferSize is the size the consumer announced (debloat.go).
+	bufferSize atomic.Int32
 }
 
 var _ Subpartition = (*PipelinedSubpartition)(nil)

@@ -91,6 +91,13 @@ type Options struct {
 	// (execution.state-recovery.without-channel-state.checkpoint-id): the
 	// records an unaligned checkpoint persisted in the network are lost.
 	SkipChannelState bool
+	// Debloat, if set, turns buffer debloating on: every subtask with an
+	// input gate sizes the buffers its senders fill to its throughput
+	// (network.Debloater). Zero fields take Flink's defaults (a negative
+	// threshold means 0); MaxSize and Buffers are set per gate (the
+	// segment size, the gate's credit capacity). nil: buffers are sent
+	// when full.
+	Debloat *network.DebloatConfig
 }
 
 // FaultHooks inject failures, for tests. Nil fields do nothing.
@@ -388,6 +395,7 @@ func (j *Job) buildTask(v *graph.Vertex, index int, gates map[*graph.Vertex][]*n
 	}
 	t.init()
 	t.startMetrics(j.opts.Clock)
+	t.initDebloat(j.opts.Debloat, j.opts.SegmentSize)
 	return t, nil
 }
 

@@ -69,6 +69,12 @@ type TaskMetrics struct {
 	// its last arriving, while the inputs that had delivered theirs were
 	// blocked; 0 with one input.
 	CheckpointAlignmentTime int64 `json:"checkpointAlignmentTime"`
+
+	// DebloatedBufferSize is the size in bytes at which the senders of
+	// the subtask's input gate cut their data buffers: the size buffer
+	// debloating last announced, or the segment size when debloating is
+	// off or has announced nothing yet (and for sources).
+	DebloatedBufferSize int `json:"debloatedBufferSize"`
 }
 
 // Metrics returns the metrics of every subtask, in the order of Tasks. It
@@ -83,7 +89,8 @@ func (j *Job) Metrics() []TaskMetrics {
 
 func (t *task) metrics() TaskMetrics {
 	m := TaskMetrics{Vertex: t.vertex, Subtask: t.index, Name: t.name,
-		CheckpointStartDelayNanos: t.perf.cpStartDelay.Load(), CheckpointAlignmentTime: t.perf.cpAlignment.Load()}
+		CheckpointStartDelayNanos: t.perf.cpStartDelay.Load(), CheckpointAlignmentTime: t.perf.cpAlignment.Load(),
+		DebloatedBufferSize: int(t.debloat.size.Load())}
 	m.BusyTimeMsPerSecond, m.IdleTimeMsPerSecond, m.BackPressuredTimeMsPerSecond = t.perf.rates()
 	if t.gate != nil {
 		m.InputQueueLength = t.gate.QueuedBuffers()

@@ -97,6 +97,8 @@ type task struct {
 	recordsIn, recordsOut atomic.Int64 // published by publishCounts
 
 	perf taskMetrics // Job.Metrics: time accounting, checkpoint figures (metrics.go)
+
+	debloat debloat // buffer debloating of the input gate (debloat.go)
 }
 
 // publishCounts makes the operators' record counts visible to
@@ -323,6 +325,7 @@ func (t *task) flush(now time.Time) {
 func (t *task) tick() error {
 	t.publishCounts()
 	now := t.clock.Now()
+	t.debloatTick(now)
 	if err := t.runDue(now); err != nil {
 		return err
 	}

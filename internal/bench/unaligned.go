@@ -22,6 +22,11 @@ const (
 	// ModeUnaligned: unaligned checkpoints
 	// (execution.checkpointing.unaligned.enabled).
 	ModeUnaligned = "unaligned"
+	// ModeAlignedDebloat: aligned checkpoints with buffer debloating
+	// (taskmanager.network.memory.buffer-debloat.enabled), target
+	// UnalignedConfig.DebloatTarget; the checkpoints start once the
+	// debloated buffer sizes settled.
+	ModeAlignedDebloat = "aligned-debloat"
 	// ModeUnaligned1ms: unaligned checkpoints that start aligned and
 	// switch after 1 ms (execution.checkpointing.aligned-checkpoint-timeout).
 	ModeUnaligned1ms = "unaligned-1ms"
@@ -32,15 +37,18 @@ const (
 // checkpoints with buffer debloating, and unaligned ones after an aligned
 // timeout of 1 ms) is one more name here and its option setting in
 // setUnalignedMode.
-var UnalignedModes = []string{ModeAligned, ModeUnaligned, ModeUnaligned1ms}
+var UnalignedModes = []string{ModeAligned, ModeAlignedDebloat, ModeUnaligned, ModeUnaligned1ms}
 
 // setUnalignedMode sets the options that make mode.
-func setUnalignedMode(o *weir.Options, mode string) error {
+func setUnalignedMode(o *weir.Options, mode string, debloatTarget time.Duration) error {
 	switch mode {
 	case ModeAligned:
 		o.Checkpoint.Unaligned = false
 	case ModeUnaligned:
 		o.Checkpoint.Unaligned = true
+	case ModeAlignedDebloat:
+		o.Checkpoint.Unaligned = false
+		o.BufferDebloat = weir.BufferDebloatOptions{Enabled: true, Target: debloatTarget}
 	case ModeUnaligned1ms:
 		o.Checkpoint.Unaligned = true
 		o.Checkpoint.AlignedCheckpointTimeout = time.Millisecond
@@ -70,6 +78,9 @@ const (
 	// DefaultUnalignedSpin is the sink's busy wait per record (Flink's
 	// SlowDiscardSink: 200 µs).
 	DefaultUnalignedSpin = 200 * time.Microsecond
+	// DefaultDebloatTarget is Flink's default debloating target
+	// (taskmanager.network.memory.buffer-debloat.target).
+	DefaultDebloatTarget = time.Second
 	// DefaultUnalignedRecordSize is the records' payload (Flink's
 	// RecordSource default and UNALIGNED_RECORD_SIZE: 1 KiB).
 	DefaultUnalignedRecordSize = 1024
@@ -99,6 +110,9 @@ type UnalignedConfig struct {
 	Checkpoints int
 	// Spin is the sink's busy wait per record.
 	Spin time.Duration
+	// DebloatTarget is the buffer debloating target of the aligned-debloat
+	// mode; 0: DefaultDebloatTarget.
+	DebloatTarget time.Duration
 	// RecordSize is the size of each record's payload in bytes.
 	RecordSize int
 	// BufferSize is the network buffer size (Options.BufferSize); 0: the
@@ -130,6 +144,9 @@ func (c UnalignedConfig) Validate() error {
 	}
 	if c.Checkpoints < 1 {
 		errs = append(errs, fmt.Errorf("checkpoints %d must be at least 1", c.Checkpoints))
+	}
+	if c.DebloatTarget == 0 {
+		c.DebloatTarget = DefaultDebloatTarget
 	}
 	if c.Spin <= 0 {
 		errs = append(errs, fmt.Errorf("spin %v must be positive: the sink must be slower than the source", c.Spin))
@@ -259,7 +276,7 @@ func runUnalignedMode(ctx context.Context, cfg UnalignedConfig, mode string) (Un
 		// A failure ends the run with its error rather than a restart.
 		Restart:        weir.RestartOptions{Type: "none"},
 		StatusInterval: statusInterval}
-	if err := setUnalignedMode(&opts, mode); err != nil {
+	if err := setUnalignedMode(&opts, mode, cfg.DebloatTarget); err != nil {
 		return UnalignedModeResult{}, err
 	}
 
@@ -331,6 +348,11 @@ func runUnalignedMode(ctx context.Context, cfg UnalignedConfig, mode string) (Un
 
 	if err := waitBackpressure("after the start"); err != nil {
 		return UnalignedModeResult{}, errors.Join(err, stop())
+	}
+	if mode == ModeAlignedDebloat {
+		if err := waitDebloated(ctx, status, ended, cfg); err != nil {
+			return UnalignedModeResult{}, errors.Join(err, stop())
+		}
 	}
 	r := UnalignedModeResult{Mode: mode, BackpressureWaitMs: ms(time.Since(start))}
 	var ids []int64
@@ -507,3 +529,43 @@ func (w *spinWriter) Write([]byte) error {
 
 func (w *spinWriter) Flush() error { return nil }
 func (w *spinWriter) Close() error { return nil }
+
+// waitDebloated waits until debloating had time to converge (its samples
+// times its period, 4 s with Flink's defaults) and every subtask with
+// inputs reported the same buffer size twice in a row. Where the data in
+// flight takes less than the target anyway the size stays at the segment
+// size: debloating then changes nothing.
+func waitDebloated(ctx context.Context, status <-chan []weir.TaskMetrics, ended <-chan struct{}, cfg UnalignedConfig) error {
+	converge := time.After(20 * 200 * time.Millisecond)
+	deadline := time.NewTimer(30 * time.Second)
+	defer deadline.Stop()
+	converged := false
+	last := map[string]int{}
+	for {
+		select {
+		case <-converge:
+			converged = true
+		case tasks := <-status:
+			stable, n := true, 0
+			for _, t := range tasks {
+				if isUnalignedSource(t) {
+					continue
+				}
+				n++
+				if last[t.Name] != t.DebloatedBufferSize {
+					stable = false
+				}
+				last[t.Name] = t.DebloatedBufferSize
+			}
+			if converged && stable && n > 0 {
+				return nil
+			}
+		case <-ended:
+			return errors.New("the job ended while buffer debloating converged")
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-deadline.C:
+			return fmt.Errorf("the debloated buffer sizes did not settle within 30 s: %v", last)
+		}
+	}
+}

@@ -21,22 +21,28 @@ func tinyUnalignedConfig() UnalignedConfig {
 func TestUnalignedModesHaveOptions(t *testing.T) {
 	for _, m := range UnalignedModes {
 		var o weir.Options
-		if err := setUnalignedMode(&o, m); err != nil {
+		if err := setUnalignedMode(&o, m, time.Second); err != nil {
 			t.Errorf("mode %s: %v", m, err)
 		}
-		if want := m == ModeUnaligned; o.Checkpoint.Unaligned != want {
+		if want := strings.HasPrefix(m, ModeUnaligned); o.Checkpoint.Unaligned != want {
 			t.Errorf("mode %s: Checkpoint.Unaligned = %v", m, o.Checkpoint.Unaligned)
 		}
+		if want := m == ModeUnaligned1ms; (o.Checkpoint.AlignedCheckpointTimeout == time.Millisecond) != want {
+			t.Errorf("mode %s: AlignedCheckpointTimeout = %v", m, o.Checkpoint.AlignedCheckpointTimeout)
+		}
+		if want := m == ModeAlignedDebloat; o.BufferDebloat.Enabled != want || (want && o.BufferDebloat.Target != time.Second) {
+			t.Errorf("mode %s: BufferDebloat = %+v", m, o.BufferDebloat)
+		}
 	}
-	err := setUnalignedMode(&weir.Options{}, "aligned-debloat")
-	if err == nil || !strings.Contains(err.Error(), `"aligned-debloat"`) || !strings.Contains(err.Error(), "aligned, unaligned") {
+	err := setUnalignedMode(&weir.Options{}, "aligned-bogus", time.Second)
+	if err == nil || !strings.Contains(err.Error(), `"aligned-bogus"`) || !strings.Contains(err.Error(), strings.Join(UnalignedModes, ", ")) {
 		t.Errorf("unknown mode: %v", err)
 	}
 }
 
 func TestUnalignedConfigValidate(t *testing.T) {
 	cfg := tinyUnalignedConfig()
-	cfg.Modes = []string{"unaligned", "unaligned-1ms"}
+	cfg.Modes = []string{"unaligned", "unaligned-2ms"}
 	cfg.Checkpoints = 0
 	cfg.Spin = 0
 	cfg.BufferSize = 100
@@ -45,7 +51,7 @@ func TestUnalignedConfigValidate(t *testing.T) {
 	if err == nil {
 		t.Fatal("invalid config accepted")
 	}
-	for _, s := range []string{`unknown mode "unaligned-1ms": valid modes are aligned, unaligned`, "checkpoints 0",
+	for _, s := range []string{`unknown mode "unaligned-2ms": valid modes are aligned, aligned-debloat, unaligned, unaligned-1ms`, "checkpoints 0",
 		"spin 0s", "buffer size 100", "backpressure timeout -1s"} {
 		if !strings.Contains(err.Error(), s) {
 			t.Errorf("error lacks %q: %v", s, err)

@@ -23,15 +23,16 @@ const (
 
 func (a *app) benchUnalignedCommand() *cobra.Command {
 	var (
-		modes       []string
-		parallelism int
-		checkpoints int
-		spin        time.Duration
-		recordSize  string
-		bufferSize  string
-		bpTimeout   time.Duration
-		cpTimeout   time.Duration
-		asJSON      bool
+		modes         []string
+		parallelism   int
+		checkpoints   int
+		spin          time.Duration
+		debloatTarget time.Duration
+		recordSize    string
+		bufferSize    string
+		bpTimeout     time.Duration
+		cpTimeout     time.Duration
+		asJSON        bool
 	)
 	valid := strings.Join(bench.UnalignedModes, ", ")
 	c := &cobra.Command{
@@ -103,7 +104,7 @@ line with its maxima and the subtasks they come from).`,
 				return usageError(problems...)
 			}
 
-			cfg := bench.UnalignedConfig{Modes: modes, Parallelism: parallelism, Checkpoints: checkpoints, Spin: spin,
+			cfg := bench.UnalignedConfig{Modes: modes, Parallelism: parallelism, Checkpoints: checkpoints, Spin: spin, DebloatTarget: debloatTarget,
 				RecordSize: int(rsize), BufferSize: int(bsize), BackpressureTimeout: bpTimeout,
 				CheckpointTimeout: cpTimeout, Logger: logger}
 			return runBench(a, c, logger, "bench-unaligned", asJSON,
@@ -117,6 +118,7 @@ line with its maxima and the subtasks they come from).`,
 		"parallelism of every operator (Flink's benchmark: 4; each sink subtask keeps a core busy)")
 	f.IntVar(&checkpoints, "checkpoints", bench.DefaultUnalignedCheckpoints, "checkpoints triggered per mode")
 	f.DurationVar(&spin, "spin", bench.DefaultUnalignedSpin, "the sink's busy wait per record")
+	f.DurationVar(&debloatTarget, "debloat-target", bench.DefaultDebloatTarget, "buffer debloating target of the aligned-debloat mode (taskmanager.network.memory.buffer-debloat.target)")
 	f.StringVar(&recordSize, "record-size", defaultUnalignedRecordSize, "payload of each record, e.g. 1kb or 64")
 	f.StringVar(&bufferSize, "buffer-size", defaultUnalignedBufferSize,
 		"network buffer size (taskmanager.memory.segment-size; Flink's benchmark: 8kb)")

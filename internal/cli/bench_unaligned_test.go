@@ -69,15 +69,15 @@ func TestBenchUnalignedTable(t *testing.T) {
 }
 
 func TestBenchUnalignedUsageErrors(t *testing.T) {
-	r := runCLI(t, "bench", "unaligned", "--modes", "aligned,aligned-debloat", "--checkpoints", "0", "--spin", "0s",
+	r := runCLI(t, "bench", "unaligned", "--modes", "aligned,aligned-bogus", "--checkpoints", "0", "--spin", "0s",
 		"--record-size", "lots", "--buffer-size", "100", "-p", "0", "--backpressure-timeout", "0s", "--checkpoint-timeout", "soon")
-	r.want(t, ExitUsage, `unknown mode "aligned-debloat": valid modes are aligned, unaligned`, "--checkpoints 0",
+	r.want(t, ExitUsage, `unknown mode "aligned-bogus": valid modes are aligned, aligned-debloat, unaligned, unaligned-1ms`, "--checkpoints 0",
 		"--spin 0s", `--record-size "lots"`, `--buffer-size "100"`, "--parallelism 0", "--backpressure-timeout 0s",
 		`--checkpoint-timeout "soon"`)
 	if r.stdout != "" {
 		t.Errorf("stdout not empty:\n%s", r.stdout)
 	}
-	runCLI(t, "bench", "unaligned", "--modes", "unaligned-1ms").want(t, ExitUsage, `unknown mode "unaligned-1ms"`, "aligned, unaligned")
+	runCLI(t, "bench", "unaligned", "--modes", "unaligned-2ms").want(t, ExitUsage, `unknown mode "unaligned-2ms"`, "aligned, aligned-debloat, unaligned, unaligned-1ms")
 	h := runCLI(t, "bench", "unaligned", "--help")
 	h.want(t, ExitOK)
 	for _, s := range []string{"--modes", "--checkpoints", "--spin", "--parallelism", "--record-size", "--buffer-size", "--json", "(default 1)"} {

@@ -7,6 +7,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -706,4 +707,59 @@ func (c *slowCount) ProcessElement(ctx *weir.KeyedContext[int64, int64], x int64
 	spin(c.spin)
 	ctx.Emit(x)
 	return nil
+}
+
+// Overdraft buffers (taskmanager.network.memory.max-overdraft-buffers-per-gate):
+// a flatMap that emits 1,000 records of 150 bytes (4.6 buffers) per input,
+// in front of a slow sink, is often in the middle of a fan-out when an
+// unaligned barrier reaches it. With 5 overdraft buffers it finishes the
+// fan-out at once and the barrier goes on; without, it waits for the sink
+// to free buffers first (65 ms each). Over 16 checkpoints (the first, at
+// the start, left out) the slowest must be at least 3 times faster with
+// overdraft than without: without, some checkpoint waits for a fan-out
+// (the test fails if the overdraft is not lent).
+func TestUnalignedOverdraftFinishesFanOut(t *testing.T) {
+	slowest := func(overdraft int) time.Duration {
+		dir := t.TempDir()
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		var mu sync.Mutex
+		var durations []time.Duration
+		opts := weir.Options{Parallelism: 1, StateDir: filepath.Join(dir, "state"), Logger: quietLogger(t), OverdraftBuffers: overdraft,
+			Checkpoint: weir.CheckpointOptions{Interval: 30 * time.Millisecond, Dir: filepath.Join(dir, "chk"), Unaligned: true},
+			OnCheckpointComplete: func(c weir.CompletedCheckpoint) {
+				mu.Lock()
+				defer mu.Unlock()
+				if c.Unaligned {
+					durations = append(durations, c.Duration)
+				}
+				if len(durations) == 17 {
+					cancel()
+				}
+			}}
+		env := weir.NewEnvironment(opts)
+		nums := weir.FromSource(env, source.Sequence(0, 1_000_000)).UID("numbers")
+		pad := strings.Repeat("x", 140)
+		fanned := weir.FlatMap(nums.Rebalance(), func(i int64, out weir.Collector[string]) {
+			for j := range 1000 {
+				out.Collect(fmt.Sprintf("%08d%s", j, pad))
+			}
+		}).UID("fan-out")
+		slow := weir.Map(fanned.Rebalance(), func(s string) int {
+			spin(300 * time.Microsecond) // 65 ms per buffer of fan-out
+			return len(s)
+		}).UID("slow")
+		weir.SinkTo(slow, sink.Discard[int]()).UID("sink")
+		if err := env.Execute(ctx, "overdraft"); !errors.Is(err, context.Canceled) {
+			t.Fatalf("overdraft %d: %v, want canceled after 17 checkpoints", overdraft, err)
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		t.Logf("overdraft %d: checkpoint durations %v", overdraft, durations)
+		return slices.Max(durations[1:])
+	}
+	with, without := slowest(5), slowest(-1)
+	if with*3 > without {
+		t.Errorf("slowest unaligned checkpoint %v with 5 overdraft buffers, %v without: want at least 3 times shorter", with, without)
+	}
 }

@@ -56,7 +56,10 @@ type ResultPartition struct {
 	cur     []*Buffer
 	sent    int64
 	yield   Yielder
-	stopped error // *CanceledError or *YieldError: writers panic with it
+	// exhausted, if set, is set when the pool's regular buffers ran out
+	// (SetExhaustedFlag).
+	exhausted *atomic.Bool
+	stopped   error // *CanceledError or *YieldError: writers panic with it
 
 	observer BackpressureObserver // metrics.go
 	limits   []*atomic.Int32      // per subpartition: the buffer size its consumer announced (debloat.go)
@@ -68,6 +71,13 @@ func NewResultPartition(ctx context.Context, pool *Pool, targets []Target) *Resu
 	return &ResultPartition{ctx: ctx, pool: pool, targets: targets, cur: make([]*Buffer, len(targets)),
 		limits: bufferSizeLimits(targets)}
 }
+
+// SetExhaustedFlag makes the partition set f whenever a writer found the
+// pool's regular buffers used up in the middle of a record: the owning task
+// then stops reading its input buffer after the record (ReadFrom) and waits
+// for free buffers at the record boundary, where it can take a checkpoint,
+// instead of starting the next record in overdraft.
+func (rp *ResultPartition) SetExhaustedFlag(f *atomic.Bool) { rp.exhausted = f }
 
 // SetYielder makes writers blocked on a full pool serve y's urgent work.
 func (rp *ResultPartition) SetYielder(y Yielder) { rp.yield = y }
@@ -98,6 +108,9 @@ func (rp *ResultPartition) request() *Buffer {
 // urgent work meanwhile, and panics with the partition's stop error if it
 // cannot have one.
 func (rp *ResultPartition) requestSlow() *Buffer {
+	if rp.exhausted != nil {
+		rp.exhausted.Store(true)
+	}
 	observed := false
 	defer func() {
 		if observed {

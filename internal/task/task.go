@@ -55,8 +55,10 @@ type task struct {
 	// order they arrived; runInput handles them before the gate's buffers.
 	priority       []polled
 	priorityPosted atomic.Bool // urgent mail to take them is queued
-	// readStop is set when a priority event arrived: the buffer being
-	// read stops after the current record (partialBuffer).
+	// readStop is set when a priority event arrived or an output ran out
+	// of buffers: the buffer being read stops after the current record
+	// (partialBuffer), and the task serves mail and waits for its outputs
+	// at that record boundary.
 	readStop     atomic.Bool
 	priorityMail Mail
 	// onPriority, if set, sees every priority event as urgent mail takes
@@ -131,6 +133,7 @@ func (t *task) init() {
 	}
 	for _, rp := range t.partitions {
 		rp.SetYielder(t)
+		rp.SetExhaustedFlag(&t.readStop)
 	}
 	n := len(t.ops)
 	t.opWM = make([]int64, n)

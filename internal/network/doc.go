@@ -57,6 +57,21 @@
 // *CanceledError that the partition also keeps (ResultPartition.Err), so
 // user code that recovers the panic cannot make the task carry on.
 //
+// # Unaligned checkpoints and overdraft
+//
+// A priority barrier overtakes the data queued before it at the sender
+// (SendPriority shows the overtaken data buffers to the caller, which
+// persists copies) and at the receiver (the gate records how many buffers
+// it overtook in Buffer.Overtook, and Overtaken shows them). A barrier of
+// an aligned checkpoint with a timeout travels in order; the receiving gate
+// announces it ahead of the data (EventAnnouncement), and both sides can
+// later move it ahead when the timeout passes (PipelinedSubpartition's
+// and InputGate's PrioritizeBarrier). A pool lends up to its overdraft
+// beyond its size to a writer in the middle of a record
+// (TryRequestOverdraft), and tells the owning task through its exhausted
+// flag, so that it stops after the record and waits at a record boundary,
+// where it can take a snapshot.
+//
 // # Wire format
 //
 // A data buffer is the concatenation of whole records, each the

@@ -82,47 +82,31 @@
 // The inputs take now and trigger times in Unix milliseconds: barrier
 // Event.Timestamp is the trigger time and now is the task clock's reading.
 //
-// # Unaligned checkpoints (not implemented)
+// # Unaligned checkpoints
 //
-// Unaligned checkpoints and the aligned-then-unaligned switch plug into this
-// state machine without changing the two modes above:
+// In ExactlyOnce mode a barrier that arrives as a priority event (it
+// overtook the data queued before it: OnPriorityBarrier) makes the pending
+// checkpoint unaligned; so does the aligned timeout of a checkpoint whose
+// options are Timeoutable (checkpoint.Options.AlignedTimeout, Flink's
+// execution.checkpointing.aligned-checkpoint-timeout) once it passed: at a
+// barrier arriving late (OnBarrier) or when the task calls OnTick after the
+// ScheduleTimer{ID, At} the first barrier of such a checkpoint emitted. The
+// switch emits, in order: TriggerSnapshot{Unaligned} at once, without
+// waiting for the other channels; StartPersisting for every live channel
+// that has not delivered the barrier; for the channel whose priority
+// barrier triggered it, StartPersisting, PersistOvertaken (persist what the
+// barrier overtook at the gate) and StopPersisting; Unblock of the
+// channels blocked so far (their barrier came in order: nothing of theirs
+// is in flight before it). The checkpoint stays pending: each later
+// barrier of it stops its channel's persisting (after PersistOvertaken if
+// it is a priority event), as does the channel's end, and when no live
+// channel owes the barrier, ChannelStateComplete{ID} lets the task finish
+// the asynchronous phase. An Abort of a pending unaligned checkpoint also
+// means: drop the channel state collected for it.
 //
-//   - Mode gains Unaligned, and New gains options with AlignedTimeout
-//     (Flink's execution.checkpointing.aligned-checkpoint-timeout; 0 means
-//     unaligned from the first barrier). Barriers must then say how they
-//     were sent (aligned, unaligned, aligned with timeout: a field of
-//     checkpoint.Options, which barriers already carry), and unaligned ones
-//     travel as priority events (network.Subpartition.SendPriority at the
-//     sender, InputGate.PollPriority at the receiver, Event.Priority) that
-//     overtake queued buffers, get through blocked channels and wake a task
-//     blocked on backpressure through its mailbox.
-//   - A pending checkpoint gets a state, aligning or unaligned. In the
-//     unaligned state TriggerSnapshot is emitted at the first barrier, not
-//     the last (it gains an Unaligned flag: the task forwards the barrier as
-//     a priority event and persists the output buffers it overtook), and the
-//     Block branch of OnBarrier is skipped.
-//   - New actions for the channel state. PersistInFlight{Ch, ID}: barrier
-//     ID arrived on Ch as a priority event; the task asks the gate for the
-//     buffers it overtook on Ch and writes them as input channel state of
-//     ID. StartPersisting{Ch, ID}: emitted for each live channel whose
-//     barrier has not arrived when the checkpoint goes unaligned; every
-//     buffer the task reads from Ch from then on is also written as channel
-//     state of ID. StopPersisting{Ch, ID}: barrier ID arrived on Ch in
-//     order, which ends that. ChannelStateComplete{ID}: the last live
-//     channel delivered or ended; the task may finish the asynchronous
-//     phase. Abort then also means: discard the channel state written for
-//     ID.
-//   - The timeout needs time to pass without input, so the handler gains
-//     OnTick(now) and an action ScheduleTimer{ID, At} emitted when an
-//     alignment with timeout starts, At = TriggerTime + AlignedTimeout. A
-//     first barrier that arrives already past At goes unaligned at once. When
-//     OnTick passes At while ID still aligns, the switch emits, in order,
-//     TriggerSnapshot{ID, Unaligned}, StartPersisting for every live channel
-//     that has not delivered ID, then Unblock of every blocked channel (their
-//     barrier arrived, nothing of theirs is in flight before it). Only the
-//     aligned path blocks, so AtLeastOnce never needs the switch.
-//   - The invariant "TriggerSnapshot n only after every live channel
-//     delivered n" then holds for aligned checkpoints only; for unaligned
-//     ones it becomes "every channel is persisting from the trigger until its
-//     barrier n arrives", which the randomized test would check the same way.
+// The invariant "TriggerSnapshot n only after every live channel delivered
+// n" holds for aligned snapshots only; for unaligned ones it is "every live
+// channel persists from the trigger until its barrier n arrives or it
+// ends", which TestRandomInterleavings checks with priority channels and
+// timeouts mixed in. AtLeastOnce mode treats priority barriers like others.
 package barrier

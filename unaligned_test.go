@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
+	"log/slog"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
@@ -762,4 +764,60 @@ func TestUnalignedOverdraftFinishesFanOut(t *testing.T) {
 	if with*3 > without {
 		t.Errorf("slowest unaligned checkpoint %v with 5 overdraft buffers, %v without: want at least 3 times shorter", with, without)
 	}
+}
+
+// Unaligned checkpoints need exactly-once mode and one checkpoint at a
+// time: otherwise the job says so in a warning and checkpoints aligned.
+func TestUnalignedNeedsExactlyOnceAndOneAtATime(t *testing.T) {
+	for _, c := range []struct {
+		name, mode string
+		concurrent int
+		want       string
+	}{
+		{"at-least-once", weir.CheckpointingAtLeastOnce, 1, "unaligned checkpoints need execution.checkpointing.mode EXACTLY_ONCE; checkpointing aligned"},
+		{"concurrent", weir.CheckpointingExactlyOnce, 2, "unaligned checkpoints need execution.checkpointing.max-concurrent-checkpoints 1, not 2; checkpointing aligned"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			dir := t.TempDir()
+			var logs strings.Builder
+			var mu sync.Mutex
+			var unaligned, completed atomic.Int64
+			opts := weir.Options{Parallelism: 2, StateDir: filepath.Join(dir, "state"),
+				Logger: slog.New(slog.NewTextHandler(&lockedWriter{w: &logs, mu: &mu}, nil)),
+				Checkpoint: weir.CheckpointOptions{Interval: 5 * time.Millisecond, Dir: filepath.Join(dir, "chk"), Unaligned: true,
+					Mode: c.mode, MaxConcurrent: c.concurrent},
+				OnCheckpointComplete: func(cc weir.CompletedCheckpoint) {
+					completed.Add(1)
+					if cc.Unaligned || cc.PersistedBytes > 0 {
+						unaligned.Add(1)
+					}
+				}}
+			env := weir.NewEnvironment(opts)
+			nums := weir.FromSource(env, source.Sequence(0, 200_000)).UID("numbers")
+			slow := weir.Map(nums.Rebalance(), func(i int64) int64 { spin(2 * time.Microsecond); return i }).UID("slow")
+			weir.SinkTo(slow, sink.Discard[int64]()).UID("sink")
+			if err := env.Execute(context.Background(), "warn"); err != nil {
+				t.Fatal(err)
+			}
+			mu.Lock()
+			defer mu.Unlock()
+			if !strings.Contains(logs.String(), c.want) {
+				t.Errorf("log lacks the warning %q:\n%s", c.want, logs.String())
+			}
+			if completed.Load() == 0 || unaligned.Load() != 0 {
+				t.Errorf("%d checkpoints completed, %d of them unaligned; want some, none unaligned", completed.Load(), unaligned.Load())
+			}
+		})
+	}
+}
+
+type lockedWriter struct {
+	w  io.Writer
+	mu *sync.Mutex
+}
+
+func (l *lockedWriter) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.w.Write(p)
 }

@@ -20,9 +20,10 @@ import (
 // an operator that also reads a regular stream. Every subtask keeps the
 // broadcast records in broadcast state, a map that must evolve the same
 // way on every subtask: it may change only in ProcessBroadcastElement, and
-// ProcessElement sees it read-only. Because it is the same everywhere, a
-// checkpoint stores subtask 0's copy, and every subtask restores that copy
-// at any new parallelism.
+// ProcessElement sees it read-only. A checkpoint stores every subtask's
+// copy; a restore gives subtask i the copy of old subtask i mod the old
+// parallelism (the copies differ only by broadcast records still in
+// flight, which an unaligned checkpoint persists per old subtask).
 
 // BroadcastProcessFunction handles the records of a regular stream (IN)
 // and of a broadcast stream (BC). It may also implement BroadcastOpener
@@ -71,9 +72,13 @@ type broadcastStore interface {
 	encode() []byte
 }
 
-// broadcastStatePrefix names the union list state a broadcast state is
-// checkpointed in.
+// broadcastStatePrefix names the union list that held subtask 0's copy of
+// a broadcast state in checkpoints of earlier versions (restore reads it).
 const broadcastStatePrefix = "broadcast-state/"
+
+// broadcastCopiesPrefix names the union list that holds every subtask's
+// copy of a broadcast state, each tagged with its subtask index.
+const broadcastCopiesPrefix = "broadcast-state-copies/"
 
 // BroadcastState is a map replicated on every subtask of a broadcast
 // operator (see BroadcastProcessFunction).
@@ -107,11 +112,8 @@ func GetBroadcastState[K comparable, V any, OUT any](ctx *BroadcastContext[OUT],
 	}
 	s := &BroadcastState[K, V]{name: d.Name, m: map[K]V{}, kc: kc, vc: vc, readOnly: &ctx.readOnly, fail: ctx.op.Fail}
 	if r := ctx.op.Restored; r != nil {
-		// Only subtask 0's copy is stored (broadcastOp.SnapshotState).
-		if l, ok := r.List(broadcastStatePrefix + d.Name); ok && len(l.Elements) > 0 {
-			if err := s.decode(l.Elements[0]); err != nil {
-				return nil, err
-			}
+		if err := s.restore(r, ctx.op.Subtask); err != nil {
+			return nil, err
 		}
 	}
 	ctx.states[d.Name] = s
@@ -256,9 +258,9 @@ func (p *broadcastOp[IN, BC, OUT]) Close() error {
 	return nil
 }
 
-// SnapshotState stores subtask 0's copy of every broadcast state in a
-// union list (the other subtasks store empty lists): a restore at any
-// parallelism hands that one copy to every subtask.
+// SnapshotState stores every subtask's copy of every broadcast state in a
+// union list; a restore at any parallelism gives subtask i the copy of old
+// subtask i mod the old parallelism (Flink's rule).
 func (p *broadcastOp[IN, BC, OUT]) SnapshotState(id int64, opts checkpoint.Options) (task.OperatorSnapshot, error) {
 	if err := p.bctx.storeStates(&p.opBase); err != nil {
 		return task.OperatorSnapshot{}, err
@@ -266,20 +268,50 @@ func (p *broadcastOp[IN, BC, OUT]) SnapshotState(id int64, opts checkpoint.Optio
 	return p.opBase.SnapshotState(id, opts)
 }
 
-// storeStates puts subtask 0's copy of every broadcast state into its
-// union list of b's operator state (the other subtasks' lists are empty).
+// storeStates puts every subtask's copy of every broadcast state, tagged
+// with the subtask's index, into the union list of b's operator state.
 func (c *BroadcastContext[OUT]) storeStates(b *opBase) error {
 	for _, name := range c.names {
-		l, err := b.opState.List(broadcastStatePrefix+name, true)
+		l, err := b.opState.List(broadcastCopiesPrefix+name, true)
 		if err != nil {
 			return err
 		}
-		l.Elements = nil
-		if c.op.Subtask == 0 {
-			l.Elements = [][]byte{c.states[name].encode()}
-		}
+		l.Elements = [][]byte{append(binary.AppendUvarint(nil, uint64(c.op.Subtask)), c.states[name].encode()...)}
 	}
 	return nil
+}
+
+// restore loads the copy of old subtask subtask mod the old parallelism
+// (Flink's rule), so that the in-flight broadcast data an unaligned
+// checkpoint persisted at that old subtask, which this subtask replays,
+// continues exactly that copy. Checkpoints of earlier versions hold
+// subtask 0's copy only, under broadcastStatePrefix.
+func (s *BroadcastState[K, V]) restore(r *task.RestoredState, subtask int) error {
+	l, ok := r.List(broadcastCopiesPrefix + s.name)
+	if !ok {
+		if l, ok := r.List(broadcastStatePrefix + s.name); ok && len(l.Elements) > 0 {
+			return s.decode(l.Elements[0])
+		}
+		return nil
+	}
+	copies := map[uint64][]byte{}
+	var old uint64
+	for _, e := range l.Elements {
+		i, n := binary.Uvarint(e)
+		if n <= 0 {
+			return fmt.Errorf("broadcast state %q: a stored copy has no subtask index", s.name)
+		}
+		copies[i] = e[n:]
+		old = max(old, i+1)
+	}
+	if len(copies) == 0 {
+		return nil
+	}
+	c, ok := copies[uint64(subtask)%old]
+	if !ok {
+		c = copies[0]
+	}
+	return s.decode(c)
 }
 
 type broadcastInput[IN, BC, OUT any] struct{ p *broadcastOp[IN, BC, OUT] }

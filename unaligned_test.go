@@ -432,12 +432,14 @@ func (c *bcCheck) Close() error {
 // data covers every edge kind that can have some (rebalance, hash, the
 // keyed and the rebalanced input of a two-input operator, and a broadcast
 // input that persisted while its task was unaligned; the forward edge
-// stays aligned, as in Flink), from 3 to 7 and from 7 to 2 subtasks:
+// stays aligned, as in Flink), from 3 to 7, from 7 to 2 and from 3 to 3
+// subtasks (at the same parallelism each broadcast subtask must replay its
+// own in-flight broadcast data on its own copy of the broadcast state):
 // every record is in the committed output exactly once and intact, the
 // keyed counts go on from their restored values, and every broadcast
 // operator ends with every broadcast element exactly once.
 func TestUnalignedRescale(t *testing.T) {
-	for _, c := range []struct{ from, to int }{{3, 7}, {7, 2}} {
+	for _, c := range []struct{ from, to int }{{3, 7}, {7, 2}, {3, 3}} {
 		t.Run(fmt.Sprintf("%d-to-%d", c.from, c.to), func(t *testing.T) {
 			t.Parallel()
 			const n, m, b = 40_000, 3_000, 1_500
@@ -820,4 +822,49 @@ func (l *lockedWriter) Write(p []byte) (int, error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return l.w.Write(p)
+}
+
+// A checkpoint whose in-flight data belongs to an edge the job no longer
+// has (here: the consumer's uid changed) is refused with an error that
+// names the edge and the escape hatch; with
+// execution.state-recovery.without-channel-state.checkpoint-id set to its
+// id it restores, without that data.
+func TestUnalignedRestoreRefusesUnknownEdges(t *testing.T) {
+	dir := t.TempDir()
+	run := func(mapUID string, skip int64, stopAtData bool) (int64, error) {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		var id atomic.Int64
+		restore := weir.RestoreLatest
+		if stopAtData {
+			restore = ""
+		}
+		opts := weir.Options{Parallelism: 2, StateDir: filepath.Join(dir, "state"), Logger: quietLogger(t),
+			BufferSize: 1024, BufferTimeout: time.Millisecond,
+			Checkpoint: weir.CheckpointOptions{Interval: 10 * time.Millisecond, Dir: filepath.Join(dir, "chk"), Unaligned: true,
+				RestorePath: restore, RecoverWithoutChannelState: skip},
+			OnCheckpointComplete: func(c weir.CompletedCheckpoint) {
+				if stopAtData && c.PersistedBytes > 0 && id.CompareAndSwap(0, c.ID) {
+					cancel()
+				}
+			}}
+		env := weir.NewEnvironment(opts)
+		nums := weir.FromSource(env, source.Sequence(0, 100_000)).UID("numbers")
+		slow := weir.Map(nums.Rebalance(), func(i int64) int64 { spin(20 * time.Microsecond); return i }).UID(mapUID)
+		weir.SinkTo(slow, sink.Discard[int64]()).UID("sink")
+		err := env.Execute(ctx, "edges")
+		return id.Load(), err
+	}
+	id, err := run("m1", -1, true)
+	if id == 0 || !errors.Is(err, context.Canceled) {
+		t.Fatalf("first run: checkpoint %d, %v; want one with in-flight data, then canceled", id, err)
+	}
+	_, err = run("m2", -1, false)
+	if !errors.Is(err, weir.ErrStateMismatch) || !strings.Contains(err.Error(), "numbers/0->m1/0") ||
+		!strings.Contains(err.Error(), fmt.Sprintf("execution.state-recovery.without-channel-state.checkpoint-id=%d", id)) {
+		t.Fatalf("restore with the edge gone: %v; want a state mismatch naming the edge and the escape hatch", err)
+	}
+	if _, err := run("m2", id, false); err != nil {
+		t.Fatalf("restore without channel state: %v", err)
+	}
 }

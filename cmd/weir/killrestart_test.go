@@ -26,17 +26,25 @@ func TestKillRestartScript(t *testing.T) {
 	// between them.
 	changelog := "--changelog --set state.changelog.periodic-materialize.interval=700ms"
 	concurrent := "--set execution.checkpointing.interval=10ms --set execution.checkpointing.max-concurrent-checkpoints=3"
-	for _, m := range []struct{ name, backend, extra string }{
-		{"hashmap", "hashmap", ""},
-		{"pebble", "pebble", ""},
-		{"pebble-incremental", "pebble", "--incremental"},
-		{"hashmap-changelog", "hashmap", changelog},
-		{"pebble-changelog", "pebble", changelog},
-		{"pebble-incremental-changelog", "pebble", "--incremental " + changelog},
+	// Unaligned checkpoints under backpressure (a slow sink), resumed at
+	// another parallelism after every kill.
+	unaligned := []string{"UNALIGNED=1", "SINK_DELAY=50us", "RESUME_PARALLELISMS=3 1 2", "RECORDS=200000", "RATE=20000"}
+	for _, m := range []struct {
+		name, backend, extra string
+		env                  []string
+	}{
+		{"hashmap", "hashmap", "", nil},
+		{"pebble", "pebble", "", nil},
+		{"pebble-incremental", "pebble", "--incremental", nil},
+		{"hashmap-changelog", "hashmap", changelog, nil},
+		{"pebble-changelog", "pebble", changelog, nil},
+		{"pebble-incremental-changelog", "pebble", "--incremental " + changelog, nil},
 		// Overlapping checkpoints every 10ms: kills land while several
 		// checkpoints upload, complete and subsume each other.
-		{"pebble-incremental-concurrent", "pebble", "--incremental " + concurrent},
-		{"hashmap-changelog-concurrent", "hashmap", changelog + " " + concurrent},
+		{"pebble-incremental-concurrent", "pebble", "--incremental " + concurrent, nil},
+		{"hashmap-changelog-concurrent", "hashmap", changelog + " " + concurrent, nil},
+		{"hashmap-unaligned-rescale", "hashmap", "", unaligned},
+		{"pebble-unaligned-1ms-rescale", "pebble", "--set execution.checkpointing.aligned-checkpoint-timeout=1ms", unaligned},
 	} {
 		t.Run(m.name, func(t *testing.T) {
 			backend := m.backend
@@ -45,6 +53,7 @@ func TestKillRestartScript(t *testing.T) {
 			if m.extra != "" {
 				cmd.Env = append(cmd.Env, "EXTRA="+m.extra)
 			}
+			cmd.Env = append(cmd.Env, m.env...)
 			out, err := cmd.CombinedOutput()
 			t.Logf("%s", out)
 			if err != nil {

@@ -103,11 +103,13 @@ type Buffer struct {
 	// Event is set when Kind is KindEvent.
 	Event Event
 	// Overtook is set by the receiving InputGate on a priority event: the
-	// number of buffers received before it on its channel and not yet
-	// polled, which it overtook (InputGate.Overtaken shows them).
-	Overtook int
+	// sequence number of the last buffer its channel received in order
+	// before it; those still queued are the ones it overtook
+	// (InputGate.Overtaken shows them).
+	Overtook int64
 
 	pool *Pool
+	seq  int64 // the channel's count of buffers received in order (gate)
 }
 
 // NewEventBuffer returns an unpooled buffer carrying ev.

@@ -42,6 +42,7 @@ type inputChannel struct {
 	connected   bool
 	inAvail     bool
 	blocked     bool
+	received    int64 // buffers received in order so far (Buffer.seq)
 }
 
 var _ InputChannel = (*inputChannel)(nil)
@@ -108,10 +109,12 @@ func (c *inputChannel) OnBuffer(b *Buffer, backlog int) (int, error) {
 			g.mu.Unlock()
 			return 0, err
 		}
+		c.received++
+		b.seq = c.received
 		c.recvQ.push(b)
 	case b.Event.Priority:
 		priority = true
-		b.Overtook = c.recvQ.len() - c.prio
+		b.Overtook = c.received
 		c.recvQ.insert(c.prio, b)
 		c.prio++
 		g.prioQueued++
@@ -127,6 +130,8 @@ func (c *inputChannel) OnBuffer(b *Buffer, backlog int) (int, error) {
 			g.queued++
 			priority = true
 		}
+		c.received++
+		b.seq = c.received
 		c.recvQ.push(b)
 		g.credit.OnBacklog(c.idx, backlog)
 	}
@@ -295,19 +300,23 @@ func (g *InputGate) popLocked(c *inputChannel) *Buffer {
 	return b
 }
 
-// Overtaken shows visit the data buffers among the n oldest non-priority
-// buffers queued on ch, oldest first, under the gate's lock: called when
-// the consumer polled a priority event with Buffer.Overtook n, they are the
-// buffers that event overtook, which an unaligned checkpoint persists as
-// input channel state. visit must not keep the buffers (copy their Data).
-// The consumer must not have polled ch since it polled the event (Poll
-// returns priority events first, so it cannot have).
-func (g *InputGate) Overtaken(ch, n int, visit func(*Buffer)) {
+// Overtaken shows visit the data buffers queued on ch that were received
+// in order up to sequence number upTo, oldest first, under the gate's lock:
+// called with the Buffer.Overtook of a priority event the consumer polled,
+// they are the buffers that event overtook, which an unaligned checkpoint
+// persists as input channel state. Sequence numbers, not positions, so
+// that a barrier moved ahead in between (PrioritizeBarrier) changes
+// nothing. visit must not keep the buffers (copy their Data).
+func (g *InputGate) Overtaken(ch int, upTo int64, visit func(*Buffer)) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	c := &g.chans[ch]
-	for i := c.prio; i < c.prio+n && i < c.recvQ.len(); i++ {
-		if b := c.recvQ.at(i); b.IsData() {
+	for i := c.prio; i < c.recvQ.len(); i++ {
+		b := c.recvQ.at(i)
+		if b.seq > upTo {
+			return
+		}
+		if b.IsData() {
 			visit(b)
 		}
 	}
@@ -315,7 +324,7 @@ func (g *InputGate) Overtaken(ch, n int, visit func(*Buffer)) {
 
 // PrioritizeBarrier turns checkpoint barrier id, received in order on ch
 // and not polled yet, into a priority event ahead of the buffers received
-// before it (with Buffer.Overtook set to their number): an aligned
+// before it (Buffer.Overtook says up to which one): an aligned
 // checkpoint whose timeout passed goes unaligned. It reports false if no
 // such barrier is queued on ch.
 func (g *InputGate) PrioritizeBarrier(ch int, id int64) bool {
@@ -335,7 +344,7 @@ func (g *InputGate) PrioritizeBarrier(ch int, id int64) bool {
 	b := c.recvQ.at(at)
 	c.recvQ.remove(at)
 	b.Event.Priority = true
-	b.Overtook = at - c.prio
+	b.Overtook = b.seq - 1
 	c.recvQ.insert(c.prio, b)
 	c.prio++
 	g.prioQueued++

@@ -160,3 +160,28 @@ func TestPoolOverdraft(t *testing.T) {
 		t.Fatalf("allocated %d bytes, want 80", p.AllocatedBytes())
 	}
 }
+
+// The buffers a priority event overtook are found by sequence number: a
+// barrier moved ahead after the event was polled (an aligned timeout of an
+// older checkpoint) does not shift them onto a buffer that came after it.
+func TestOvertakenAfterAnotherBarrierMovedAhead(t *testing.T) {
+	g := NewInputGate(1, 8, 0)
+	sub := connectLocal(g)[0]
+	sub.Send(dataBuf(1))
+	sub.Send(NewEventBuffer(Event{Kind: EventBarrier, ID: 7}))
+	sub.Send(dataBuf(2))
+	sub.SendPriority(NewEventBuffer(Event{Kind: EventBarrier, ID: 8, Priority: true}), nil)
+	sub.Send(dataBuf(3))
+	ch, b8, ok := g.Poll()
+	if !ok || b8.Event.ID != 8 || !b8.Event.Priority {
+		t.Fatalf("first poll: %+v, want priority barrier 8", b8)
+	}
+	if !g.PrioritizeBarrier(ch, 7) {
+		t.Fatal("barrier 7 not found")
+	}
+	var got []byte
+	g.Overtaken(ch, b8.Overtook, collectData(&got))
+	if !slices.Equal(got, []byte{1, 2}) {
+		t.Fatalf("barrier 8 overtook %v, want [1 2]", got)
+	}
+}

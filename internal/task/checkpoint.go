@@ -2,7 +2,6 @@ package task
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"time"
@@ -194,6 +193,10 @@ func (j *Job) Acks() <-chan Ack { return j.acks }
 func (j *Job) SourcesEnded() <-chan struct{} { return j.sourcesEnded }
 
 func (t *task) notify(id int64, complete bool) error {
+	if !complete {
+		// Stop collecting in-flight data for a checkpoint that is gone.
+		t.abortChannelState(id, DeclineBarrier, fmt.Sprintf("checkpoint %d was aborted", id))
+	}
 	for i, op := range t.ops {
 		l, ok := op.(CheckpointListener)
 		if !ok {
@@ -263,7 +266,7 @@ func (t *task) snapshotAndForward(id, triggerTime int64, opts checkpoint.Options
 	t.forwardBarrier(network.Event{Kind: network.EventBarrier, ID: id, Timestamp: triggerTime, Checkpoint: opts}, cs, inOrder)
 	if cs != nil {
 		if unaligned {
-			t.abortChannelState(0, fmt.Errorf("checkpoint %d started before its channel state was complete", id))
+			t.abortChannelState(0, DeclineSubsumed, fmt.Sprintf("checkpoint %d started before the channel state of this one was complete", id))
 			t.inflight = cs
 		} else {
 			cs.finish(nil) // aligned inputs: only the outputs' part
@@ -384,7 +387,9 @@ func (t *task) persist(snaps []OperatorSnapshot, a Ack, cs *channelState) {
 			return
 		}
 		if cs.err != nil {
-			t.decline(a, fmt.Errorf("channel state: %w", cs.err))
+			a.Declined = cs.err
+			a.State = nil
+			t.ack(a)
 			return
 		}
 		chans, n, err := t.writeChannelState(a.ID, cs)
@@ -478,7 +483,7 @@ func (t *task) ack(a Ack) {
 // handleBarrierEvent feeds a barrier-related event of channel ch to the
 // barrier handler and applies what it decides. overtook is the
 // Buffer.Overtook of a priority barrier.
-func (t *task) handleBarrierEvent(ch int, ev network.Event, overtook int) error {
+func (t *task) handleBarrierEvent(ch int, ev network.Event, overtook int64) error {
 	now := t.clock.Now().UnixMilli()
 	switch ev.Kind {
 	case network.EventBarrier:
@@ -533,7 +538,7 @@ func (t *task) scheduleAlignmentTimer(id, at int64) {
 
 // applyBarrierActions applies what the barrier handler decided. overtook
 // is the Buffer.Overtook of the priority barrier just read, if any.
-func (t *task) applyBarrierActions(overtook int) error {
+func (t *task) applyBarrierActions(overtook int64) error {
 	for _, a := range t.barriers.Actions() {
 		switch a := a.(type) {
 		case barrier.Block:
@@ -555,14 +560,14 @@ func (t *task) applyBarrierActions(overtook int) error {
 		case barrier.ScheduleTimer:
 			t.scheduleAlignmentTimer(a.ID, a.At)
 		case barrier.Abort:
-			// An unaligned checkpoint already snapshotted here is
-			// declined by its asynchronous phase.
-			if t.abortChannelState(a.ID, errors.New(a.Message)) {
-				continue
-			}
 			reason := DeclineBarrier
 			if a.Reason == barrier.ReasonSubsumed {
 				reason = DeclineSubsumed
+			}
+			// An unaligned checkpoint already snapshotted here is
+			// declined by its asynchronous phase.
+			if t.abortChannelState(a.ID, reason, a.Message) {
+				continue
 			}
 			t.ack(Ack{ID: a.ID, Declined: &Decline{Reason: reason, Message: a.Message}})
 		case barrier.ForwardCancelBarrier:

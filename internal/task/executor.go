@@ -215,6 +215,10 @@ func Deploy(ctx context.Context, jg *graph.JobGraph, opts Options) (*Job, error)
 		j.restored = r
 		if !opts.SkipChannelState {
 			j.channelState = channelStateByEdge(opts.Restore)
+			if err := checkChannelStateEdges(jg, opts.Restore.ID, j.channelState); err != nil {
+				stop(err)
+				return nil, err
+			}
 		}
 		if err := j.checkRestoredFiles(); err != nil {
 			stop(err)

@@ -97,6 +97,11 @@ func mapRestoredState(jg *graph.JobGraph, cp *metadata.Checkpoint) (map[string]*
 	for i := range cp.Operators {
 		op := &cp.Operators[i]
 		n, ok := nodes[op.UID]
+		if !ok && onlyChannelState(op) {
+			// In-flight data of an operator that is gone: its edges are
+			// checked (or skipped) with the rest of the channel state.
+			continue
+		}
 		if !ok {
 			errs = append(errs, fmt.Sprintf("the checkpoint has state for operator uid %q (%s), which the job does not have; give the operator its old uid", op.UID, op.Name))
 			continue
@@ -112,6 +117,19 @@ func mapRestoredState(jg *graph.JobGraph, cp *metadata.Checkpoint) (map[string]*
 		return nil, fmt.Errorf("%w (checkpoint %d): %s", ErrStateMismatch, cp.ID, strings.Join(errs, "; "))
 	}
 	return out, nil
+}
+
+// onlyChannelState reports whether op's state in the checkpoint is the
+// in-flight data of an unaligned checkpoint and nothing else.
+func onlyChannelState(op *metadata.Operator) bool {
+	channels := false
+	for _, st := range op.Subtasks {
+		if len(st.Lists) > 0 || st.Keyed != nil || st.Timers != nil || st.Native != nil || st.Changelog != nil || st.Pending != nil {
+			return false
+		}
+		channels = channels || len(st.Channels) > 0
+	}
+	return channels
 }
 
 // forSubtask computes subtask index's share at parallelism p, owning key

@@ -156,19 +156,28 @@ func (t *task) init() {
 
 // run executes the subtask to the end of its input, a failure or ctx's end.
 func (t *task) run(ctx context.Context) (err error) {
-	t.ctx = ctx
+	// The asynchronous phases run under a context of their own, canceled
+	// as soon as the task fails: the job's is canceled only after the task
+	// returned, and they may wait for other subtasks (a channel-state
+	// file's group) that wait for this one.
+	asyncCtx, cancelAsync := context.WithCancelCause(ctx)
+	t.ctx = asyncCtx
 	opened := 0
 	defer func() {
 		if r := recover(); r != nil {
 			err = t.recovered(ctx, r)
 		}
 		t.publishCounts()
+		if err != nil {
+			cancelAsync(err)
+		}
 		// Asynchronous phases read the operators' frozen state: let them
 		// end (on failure the canceled context stops their uploads) before
 		// the operators close their backends. One waiting for channel
 		// state the task will not collect any more declines.
-		t.abortChannelState(0, errors.New("the task ended before every input delivered the barrier"))
+		t.abortChannelState(0, DeclineAsync, "the task ended before every input delivered the barrier")
 		t.async.Wait()
+		cancelAsync(nil)
 		if cerr := t.closeOps(opened); err == nil {
 			err = cerr
 		}

@@ -28,12 +28,29 @@ import (
 //
 // Copies are taken under the subpartition's or the gate's lock on the task
 // goroutine, so the buffers themselves move on at once: the task never
-// waits for storage, and the copies are bounded by the network memory.
+// waits for storage. The copies of overtaken buffers are bounded by the
+// network memory; those of buffers read before a late barrier (on an
+// aligned input, or before a barrier moved ahead by a timeout) by what
+// the upstream sends until its barrier.
 
 // edgeKey names an edge in channel state: stable across runs as long as
-// the operators keep their uids.
+// the operators keep their uids. A second edge between the same output and
+// input (a stream unioned with itself) gets "#1", and so on.
 func edgeKey(e *graph.Edge) string {
-	return fmt.Sprintf("%s/%d->%s/%d", e.From.UID, e.Output, e.To.UID, e.Input)
+	k := fmt.Sprintf("%s/%d->%s/%d", e.From.UID, e.Output, e.To.UID, e.Input)
+	dup := 0
+	for _, o := range e.To.Inputs {
+		if o == e {
+			break
+		}
+		if o.From == e.From && o.Output == e.Output && o.Input == e.Input {
+			dup++
+		}
+	}
+	if dup > 0 {
+		k += fmt.Sprintf("#%d", dup)
+	}
+	return k
 }
 
 // unalignedEdge reports whether barriers may overtake data on an edge with
@@ -72,7 +89,7 @@ type channelState struct {
 	out        [][][]savedBuffer // per output partition, per subpartition
 	persisting []bool            // per input channel
 	done       chan struct{}     // closed when complete or aborted
-	err        error             // set before done is closed if aborted
+	err        *Decline          // set before done is closed if aborted
 	closed     bool
 }
 
@@ -90,7 +107,7 @@ func copyBuffer(b *network.Buffer) savedBuffer {
 }
 
 // finish closes the collection with err (nil: complete).
-func (cs *channelState) finish(err error) {
+func (cs *channelState) finish(err *Decline) {
 	if cs.closed {
 		return
 	}
@@ -245,7 +262,7 @@ func (t *task) startPersisting(ch int) {
 
 // persistOvertaken saves the buffers the priority barrier just read on ch
 // overtook (its Buffer.Overtook).
-func (t *task) persistOvertaken(ch, overtook int) {
+func (t *task) persistOvertaken(ch int, overtook int64) {
 	cs := t.inflight
 	if cs == nil || !cs.persisting[ch] || overtook == 0 {
 		return
@@ -281,13 +298,14 @@ func (t *task) completeChannelState(id int64) {
 
 // abortChannelState drops the channel state being collected (the
 // checkpoint was aborted, or the task ends); the asynchronous phase waiting
-// for it declines with err. It reports whether id was being collected.
-func (t *task) abortChannelState(id int64, err error) bool {
+// for it declines with reason and msg. id 0 matches any checkpoint. It
+// reports whether id was being collected.
+func (t *task) abortChannelState(id int64, reason DeclineReason, msg string) bool {
 	cs := t.inflight
 	if cs == nil || (id != 0 && cs.id != id) {
 		return false
 	}
-	cs.finish(err)
+	cs.finish(&Decline{Reason: reason, Message: msg})
 	t.inflight = nil
 	return true
 }

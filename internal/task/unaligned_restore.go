@@ -5,6 +5,7 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"strings"
 
 	"github.com/weirstream/weir/internal/checkpoint/metadata"
 	"github.com/weirstream/weir/internal/checkpoint/storage"
@@ -29,8 +30,9 @@ import (
 // consumed. At another parallelism the data is redistributed per edge like
 // Flink's virtual channels: on a hash edge every subtask reads the old
 // consumers whose key-group ranges overlap its own and keeps the records
-// whose key it now owns; on a broadcast edge every subtask replays old
-// subtask 0's channels (whose broadcast state it restores); on other edges
+// whose key it now owns; on a broadcast edge subtask i replays old subtask
+// i mod the old parallelism's channels (whose copy of the broadcast state
+// it restores); on other edges
 // old consumer c's channels go to subtask c mod the new parallelism.
 
 // recoveredChannel is the in-flight data of one old channel, replayed
@@ -51,6 +53,32 @@ func channelStateByEdge(cp *metadata.Checkpoint) map[string][]metadata.ChannelSt
 		}
 	}
 	return out
+}
+
+// checkChannelStateEdges refuses to restore in-flight data of an edge the
+// job does not have as a network edge (an operator chained now, a changed
+// partitioner or uid): replaying none of it would lose records silently.
+func checkChannelStateEdges(jg *graph.JobGraph, id int64, byEdge map[string][]metadata.ChannelState) error {
+	have := map[string]bool{}
+	for _, v := range jg.Vertices {
+		for _, e := range v.Inputs {
+			have[edgeKey(e)] = true
+		}
+	}
+	var missing []string
+	for k := range byEdge {
+		if !have[k] {
+			missing = append(missing, k)
+		}
+	}
+	if len(missing) == 0 {
+		return nil
+	}
+	slices.Sort(missing)
+	return fmt.Errorf("%w (checkpoint %d): it holds in-flight data of the network edges %s, which the job does not have "+
+		"(operators chained differently, or a changed partitioner or uid); restore it with the graph it was taken with, "+
+		"or set execution.state-recovery.without-channel-state.checkpoint-id=%d to restore it without its in-flight data, losing those records",
+		ErrStateMismatch, id, strings.Join(missing, ", "), id)
 }
 
 // recoveredChannels picks the in-flight data subtask index of v replays on
@@ -81,7 +109,9 @@ func (j *Job) recoveredChannels(v *graph.Vertex, index int, e *graph.Edge, r net
 		}
 		reader = fr
 	case e.Partitioner == network.Broadcast:
-		pick = func(c int) bool { return c == 0 }
+		// The broadcast state restores old subtask index mod old's copy;
+		// its in-flight broadcast data goes with it.
+		pick = func(c int) bool { return c == index%old }
 	default:
 		pick = func(c int) bool { return c%p == index }
 	}

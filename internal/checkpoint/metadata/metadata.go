@@ -400,7 +400,7 @@ func (c *Checkpoint) validate() error {
 			}
 			for _, ch := range st.Channels {
 				if ch.Edge == "" || ch.Producer < 0 || ch.Consumer < 0 || ch.Consumer >= ch.Consumers ||
-					ch.Offset < 0 || ch.Length < 0 || ch.Offset+ch.Length > ch.File.Size {
+					ch.Offset < 0 || ch.Length < 0 || ch.Length > ch.File.Size || ch.Offset > ch.File.Size-ch.Length || ch.Buffers < 0 {
 					return fmt.Errorf("operator %q subtask %d: bad channel state %+v", op.UID, st.Index, ch)
 				}
 			}

@@ -28,7 +28,7 @@ func TestKillRestartScript(t *testing.T) {
 	concurrent := "--set execution.checkpointing.interval=10ms --set execution.checkpointing.max-concurrent-checkpoints=3"
 	// Unaligned checkpoints under backpressure (a slow sink), resumed at
 	// another parallelism after every kill.
-	unaligned := []string{"UNALIGNED=1", "SINK_DELAY=50us", "RESUME_PARALLELISMS=3 1 2", "RECORDS=200000", "RATE=20000"}
+	unaligned := []string{"UNALIGNED=1", "SINK_DELAY=200us", "RESUME_PARALLELISMS=3 1 2", "RECORDS=100000", "RATE=40000"}
 	for _, m := range []struct {
 		name, backend, extra string
 		env                  []string

@@ -336,7 +336,7 @@ func checkTag(s string) (int64, bool) {
 // slow source -> file sink. The broadcast operator is slow, so everything
 // before it is backpressured. Chaining is off, so the forward edge is a
 // network edge.
-func rescaleJob(env *weir.Environment, p int, n, m, b int64, out string, bad *violations, bcSeen *sync.Map) {
+func rescaleJob(env *weir.Environment, p int, slow bool, n, m, b int64, out string, bad *violations, bcSeen *sync.Map) {
 	key := func(s string) int64 { id, _ := checkTag(s); return id % 61 }
 	verify := func(stage string) func(string) string {
 		return func(s string) string {
@@ -363,12 +363,23 @@ func rescaleJob(env *weir.Environment, p int, n, m, b int64, out string, bad *vi
 			return nil
 		})
 	}).UID("count")
-	// The side and broadcast sources emit slowly (sleeping, so that they
-	// leave the cores to the rest), each subtask of theirs for about 2 s at
-	// any parallelism: their data is in flight while the main stream's is.
-	sideSleep, bcSleep := 2*time.Second*time.Duration(p)/time.Duration(m), 2*time.Second*time.Duration(p)/time.Duration(b)
+	// With slow set, the broadcast operator spins 100 µs per record, so
+	// everything before it is backpressured, and the side and broadcast
+	// sources emit slowly (sleeping, so that they leave the cores to the
+	// rest), each subtask of theirs for about 5 s at any parallelism: their
+	// data is in flight while the main stream's is. Without, it all runs
+	// as fast as it can (the resumed run only needs to finish).
+	sideSleep, bcSleep := 5*time.Second*time.Duration(p)/time.Duration(m), 5*time.Second*time.Duration(p)/time.Duration(b)
+	var bpSpin time.Duration
+	if slow {
+		bpSpin = 100 * time.Microsecond
+	} else {
+		sideSleep, bcSleep = 0, 0
+	}
 	side := weir.Map(weir.FromSource(env, source.Sequence(n, n+m-1)).UID("side"), func(i int64) string {
-		time.Sleep(sideSleep)
+		if sideSleep > 0 {
+			time.Sleep(sideSleep)
+		}
 		return tagRec(i)
 	}).UID("side-tag")
 	two := weir.CoProcess(weir.Connect(weir.KeyBy(counted, key).Stream(), side.Rebalance()), func() weir.CoProcessFunction[string, string, string] {
@@ -376,11 +387,13 @@ func rescaleJob(env *weir.Environment, p int, n, m, b int64, out string, bad *vi
 	}).UID("two")
 	v2 := weir.Map(two.Forward(), verify("v2")).UID("v2")
 	bcs := weir.Map(weir.FromSource(env, source.Sequence(0, b-1)).UID("bc"), func(i int64) int64 {
-		time.Sleep(bcSleep)
+		if bcSleep > 0 {
+			time.Sleep(bcSleep)
+		}
 		return i
 	}).UID("bc-slow")
 	final := weir.BroadcastProcess(v2.Rebalance(), bcs.Broadcast(), func() weir.BroadcastProcessFunction[string, int64, string] {
-		return &bcCheck{bad: bad, seen: bcSeen}
+		return &bcCheck{bad: bad, seen: bcSeen, spin: bpSpin}
 	}).UID("bp")
 	weir.SinkTo(final, sink.Files(out, func(s string) string { return s })).UID("sink")
 }
@@ -394,6 +407,7 @@ func (twoInputs) ProcessElement2(ctx *weir.Context[string], s string) error { ct
 // element in broadcast state: one seen twice is a duplicate. At close it
 // records how many it holds.
 type bcCheck struct {
+	spin  time.Duration
 	bad   *violations
 	seen  *sync.Map // subtask -> elements in its broadcast state at close
 	state *weir.BroadcastState[int64, bool]
@@ -410,7 +424,7 @@ func (c *bcCheck) Open(ctx *weir.BroadcastContext[string]) error {
 }
 
 func (c *bcCheck) ProcessElement(ctx *weir.BroadcastContext[string], s string) error {
-	spin(30 * time.Microsecond)
+	spin(c.spin)
 	ctx.Emit(s)
 	return nil
 }
@@ -442,11 +456,11 @@ func TestUnalignedRescale(t *testing.T) {
 	for _, c := range []struct{ from, to int }{{3, 7}, {7, 2}, {3, 3}} {
 		t.Run(fmt.Sprintf("%d-to-%d", c.from, c.to), func(t *testing.T) {
 			t.Parallel()
-			const n, m, b = 40_000, 3_000, 1_500
+			const n, m, b = 60_000, 3_000, 1_500
 			dir := t.TempDir()
 			out := filepath.Join(dir, "out")
 			bad := &violations{}
-			run := func(p int, restore string, h weir.TestHooks, ctx context.Context) (*sync.Map, error) {
+			run := func(p int, slow bool, restore string, h weir.TestHooks, ctx context.Context) (*sync.Map, error) {
 				opts := weir.Options{Parallelism: p, StateDir: filepath.Join(dir, "state"), Logger: quietLogger(t), DisableChaining: true,
 					BufferSize: 1024, BuffersPerChannel: 1, FloatingBuffersPerGate: 2, OverdraftBuffers: 24, BufferTimeout: time.Millisecond,
 					Checkpoint: weir.CheckpointOptions{Interval: 20 * time.Millisecond, Dir: filepath.Join(dir, "chk"), Unaligned: true,
@@ -454,7 +468,7 @@ func TestUnalignedRescale(t *testing.T) {
 				env := weir.NewEnvironment(opts)
 				weir.SetTestHooks(env, h)
 				seen := &sync.Map{}
-				rescaleJob(env, p, n, m, b, out, bad, seen)
+				rescaleJob(env, p, slow, n, m, b, out, bad, seen)
 				_, err := env.ExecuteResult(ctx, "rescale")
 				return seen, err
 			}
@@ -470,7 +484,7 @@ func TestUnalignedRescale(t *testing.T) {
 				var chosen atomic.Int64
 				best := map[string]bool{}
 				var mu sync.Mutex
-				_, err := run(c.from, "", weir.TestHooks{Completed: func(id int64, cp *metadata.Checkpoint) {
+				_, err := run(c.from, true, "", weir.TestHooks{Completed: func(id int64, cp *metadata.Checkpoint) {
 					edges := map[string]bool{}
 					for _, op := range cp.Operators {
 						for _, st := range op.Subtasks {
@@ -517,7 +531,7 @@ func TestUnalignedRescale(t *testing.T) {
 			// Run 2 at the new parallelism from that checkpoint, to the end.
 			ctx2, cancel2 := context.WithTimeout(context.Background(), 2*time.Minute)
 			defer cancel2()
-			seen, err := run(c.to, filepath.Join(dir, "chk", "rescale", fmt.Sprintf("chk-%d", id)), weir.TestHooks{}, ctx2)
+			seen, err := run(c.to, false, filepath.Join(dir, "chk", "rescale", fmt.Sprintf("chk-%d", id)), weir.TestHooks{}, ctx2)
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -43,7 +43,9 @@ other, as Flink's CheckpointingTimeBenchmark (checkpointSingleInput) does:
 an unbounded source emitting records of --record-size bytes as fast as it
 can -> rebalance -> map -> rebalance -> a sink that busy-waits --spin per
 record, every operator at --parallelism. Modes: ` + valid + `.
-aligned: aligned exactly-once checkpoints; unaligned: unaligned
+aligned: aligned exactly-once checkpoints; aligned-debloat: the same with
+buffer debloating (target --debloat-target); unaligned-1ms: unaligned after
+a 1 ms aligned timeout; unaligned: unaligned
 checkpoints (execution.checkpointing.unaligned.enabled), whose barriers
 overtake the queued data and persist it with the checkpoint.
 

@@ -652,21 +652,7 @@ func TestUnalignedChannelStateFiles(t *testing.T) {
 							cancel()
 						}
 					}})
-				src := weir.FromSource(env, source.Sequence(0, n-1)).UID("numbers")
-				tagged := weir.Process(src, weir.ProcessFunc[int64, int64](func(ctx *weir.Context[int64], i int64) error {
-					spin(5 * time.Microsecond)
-					ctx.Emit(pack(i%p, i))
-					return nil
-				})).UID("tag")
-				byPart := func(x int64) int64 { p, _ := unpack(x); return p }
-				checked := weir.KeyedProcess(weir.KeyBy(tagged, byPart), func() weir.KeyedProcessFunction[int64, int64, int64] {
-					return &slowCount{spin: 20 * time.Microsecond}
-				}).UID("check")
-				lines := weir.Map(checked, func(x int64) string {
-					p, s := unpack(x)
-					return strconv.FormatInt(p, 10) + "," + strconv.FormatInt(s, 10)
-				}).UID("format")
-				weir.SinkTo(lines, sink.Files(filepath.Join(dir, "out"), func(s string) string { return s })).UID("sink")
+				filesJob(env, n, p, filepath.Join(dir, "out"))
 				_, err := env.ExecuteResult(ctx, "files")
 				return err
 			}
@@ -880,5 +866,77 @@ func TestUnalignedRestoreRefusesUnknownEdges(t *testing.T) {
 	}
 	if _, err := run("m2", id, false); err != nil {
 		t.Fatalf("restore without channel state: %v", err)
+	}
+}
+
+// filesJob is the job of TestUnalignedChannelStateFiles: numbers tagged
+// with a partition, a keyed exchange to a slow count, an exactly-once file
+// sink of "part,seq" lines.
+func filesJob(env *weir.Environment, n int64, p int64, out string) {
+	src := weir.FromSource(env, source.Sequence(0, n-1)).UID("numbers")
+	tagged := weir.Process(src, weir.ProcessFunc[int64, int64](func(ctx *weir.Context[int64], i int64) error {
+		spin(5 * time.Microsecond)
+		ctx.Emit(pack(i%p, i))
+		return nil
+	})).UID("tag")
+	byPart := func(x int64) int64 { p, _ := unpack(x); return p }
+	checked := weir.KeyedProcess(weir.KeyBy(tagged, byPart), func() weir.KeyedProcessFunction[int64, int64, int64] {
+		return &slowCount{spin: 20 * time.Microsecond}
+	}).UID("check")
+	lines := weir.Map(checked, func(x int64) string {
+		p, s := unpack(x)
+		return strconv.FormatInt(p, 10) + "," + strconv.FormatInt(s, 10)
+	}).UID("format")
+	weir.SinkTo(lines, sink.Files(out, func(s string) string { return s })).UID("sink")
+}
+
+// A job stopped after an unaligned checkpoint with in-flight data resumes
+// from it with the other backend, aligned checkpoints and another
+// parallelism (and back): the in-flight data is replayed all the same and
+// the output is exactly once.
+func TestUnalignedResumeSwitchingModeAndBackend(t *testing.T) {
+	for _, c := range []struct {
+		name        string
+		from, to    string
+		unalignedTo bool
+		pFrom, pTo  int
+	}{
+		{"hashmap-unaligned-to-pebble-aligned", weir.BackendHashMap, weir.BackendPebble, false, 2, 3},
+		{"pebble-unaligned-to-hashmap-unaligned-1ms", weir.BackendPebble, weir.BackendHashMap, true, 3, 1},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			const n = 40_000
+			dir := t.TempDir()
+			run := func(backend string, p int, unaligned bool, restore string, stop bool) (int64, error) {
+				ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+				defer cancel()
+				var id atomic.Int64
+				opts := weir.Options{Parallelism: p, StateBackend: backend, StateDir: filepath.Join(dir, "state"), Logger: quietLogger(t),
+					BufferSize: 1024, BuffersPerChannel: 1, FloatingBuffersPerGate: 2, OverdraftBuffers: 24, BufferTimeout: time.Millisecond,
+					Checkpoint: weir.CheckpointOptions{Interval: 10 * time.Millisecond, Dir: filepath.Join(dir, "chk"), Unaligned: unaligned,
+						RestorePath: restore},
+					OnCheckpointComplete: func(cc weir.CompletedCheckpoint) {
+						if stop && cc.PersistedBytes > 0 && cc.ID > 2 && id.CompareAndSwap(0, cc.ID) {
+							cancel()
+						}
+					}}
+				if !stop && unaligned {
+					opts.Checkpoint.AlignedCheckpointTimeout = time.Millisecond
+				}
+				env := weir.NewEnvironment(opts)
+				filesJob(env, n, 5, filepath.Join(dir, "out"))
+				err := env.Execute(ctx, "switch")
+				return id.Load(), err
+			}
+			id, err := run(c.from, c.pFrom, true, "", true)
+			if id == 0 || !errors.Is(err, context.Canceled) {
+				t.Fatalf("first run: checkpoint %d, %v; want one with in-flight data, then canceled", id, err)
+			}
+			if _, err := run(c.to, c.pTo, c.unalignedTo, weir.RestoreLatest, false); err != nil {
+				t.Fatalf("resumed run: %v", err)
+			}
+			checkSequenceOutput(t, filepath.Join(dir, "out"), n)
+		})
 	}
 }

@@ -940,3 +940,50 @@ func TestUnalignedResumeSwitchingModeAndBackend(t *testing.T) {
 		})
 	}
 }
+
+// A damaged channel-state file in the newest checkpoint: resuming with
+// "latest" falls back past it to an older checkpoint (its size and
+// checksum do not match), and the output is still exactly once.
+func TestUnalignedDamagedChannelStateFile(t *testing.T) {
+	const n = 40_000
+	dir := t.TempDir()
+	run := func(restore string, stop bool) (int64, error) {
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+		defer cancel()
+		var withData atomic.Int64
+		var id atomic.Int64
+		opts := weir.Options{Parallelism: 2, StateDir: filepath.Join(dir, "state"), Logger: quietLogger(t),
+			BufferSize: 1024, BuffersPerChannel: 1, FloatingBuffersPerGate: 2, OverdraftBuffers: 24, BufferTimeout: time.Millisecond,
+			Checkpoint: weir.CheckpointOptions{Interval: 10 * time.Millisecond, Dir: filepath.Join(dir, "chk"), Unaligned: true,
+				NumRetained: 3, RestorePath: restore},
+			OnCheckpointComplete: func(cc weir.CompletedCheckpoint) {
+				if stop && cc.PersistedBytes > 0 && withData.Add(1) == 3 && id.CompareAndSwap(0, cc.ID) {
+					cancel()
+				}
+			}}
+		env := weir.NewEnvironment(opts)
+		filesJob(env, n, 5, filepath.Join(dir, "out"))
+		err := env.Execute(ctx, "damaged")
+		return id.Load(), err
+	}
+	id, err := run("", true)
+	if id == 0 || !errors.Is(err, context.Canceled) {
+		t.Fatalf("first run: checkpoint %d, %v; want the third with in-flight data, then canceled", id, err)
+	}
+	files, _ := filepath.Glob(filepath.Join(dir, "chk", "damaged", fmt.Sprintf("chk-%d", id), "channel-state-*"))
+	if len(files) == 0 {
+		t.Fatalf("checkpoint %d has no channel-state file", id)
+	}
+	data, err := os.ReadFile(files[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	data[len(data)/2] ^= 0xff
+	if err := os.WriteFile(files[0], data, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := run(weir.RestoreLatest, false); err != nil {
+		t.Fatalf("resume past the damaged checkpoint %d: %v", id, err)
+	}
+	checkSequenceOutput(t, filepath.Join(dir, "out"), n)
+}

@@ -384,7 +384,15 @@ type inspectedCheckpoint struct {
 	FullSize         int64
 	Files            []inspectedFile
 	Changelog        *inspectedChangelog
+	InFlight         *inspectedInFlight
 	Error            string
+}
+
+// inspectedInFlight is the in-flight data of an unaligned checkpoint.
+type inspectedInFlight struct {
+	UnalignedSubtasks int   `json:"unalignedSubtasks"`
+	PersistedBytes    int64 `json:"persistedBytes"`
+	Channels          int   `json:"channels"`
 }
 
 // MarshalJSON gives a readable checkpoint {"id","path","checkpointedSize",
@@ -408,8 +416,9 @@ func (c inspectedCheckpoint) MarshalJSON() ([]byte, error) {
 		CheckpointedSize int64               `json:"checkpointedSize"`
 		FullSize         int64               `json:"fullSize"`
 		Changelog        *inspectedChangelog `json:"changelog,omitempty"`
+		InFlight         *inspectedInFlight  `json:"inFlight,omitempty"`
 		Files            []inspectedFile     `json:"files"`
-	}{c.ID, p, c.CheckpointedSize, c.FullSize, c.Changelog, files})
+	}{c.ID, p, c.CheckpointedSize, c.FullSize, c.Changelog, c.InFlight, files})
 }
 
 // checkpointDirRE matches the last element of a checkpoint's path.
@@ -481,11 +490,15 @@ func (a *app) inspectCheckpoints(ctx context.Context, loc string, asJSON bool) e
 			fmt.Fprintf(a.stdout, "changelog: materialized %s (materialization %s), log %s in %d segments, %d records to replay\n",
 				runner.FormatBytes(cl.MaterializedSize), joinInts(cl.Materializations), runner.FormatBytes(cl.LogSize), cl.LogSegments, cl.LogRecords)
 		}
+		if f := cp.InFlight; f != nil {
+			fmt.Fprintf(a.stdout, "unaligned at %d subtasks: in-flight data %s of %d channels\n",
+				f.UnalignedSubtasks, runner.FormatBytes(f.PersistedBytes), f.Channels)
+		}
 		if len(cp.Files) == 0 {
 			continue
 		}
 		tw := tabwriter.NewWriter(a.stdout, 0, 0, 2, ' ', 0)
-		withPart := cp.Changelog != nil
+		withPart := cp.Changelog != nil || cp.InFlight != nil
 		if withPart {
 			fmt.Fprintln(tw, "PATH\tSIZE\tSHARED\tPART")
 		} else {
@@ -682,6 +695,13 @@ func decodeInspected(id int64, payload []byte) inspectedCheckpoint {
 			}
 			if st.Pending != nil {
 				add(st.Pending.File, "pending")
+			}
+			for _, c := range st.Channels {
+				if cp.InFlight == nil {
+					cp.InFlight = &inspectedInFlight{UnalignedSubtasks: m.UnalignedSubtasks, PersistedBytes: m.PersistedBytes}
+				}
+				cp.InFlight.Channels++
+				add(c.File, "in-flight")
 			}
 			for _, h := range st.Files() {
 				add(h, part)

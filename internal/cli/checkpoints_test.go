@@ -641,3 +641,31 @@ func TestCheckpointsInspectChangelog(t *testing.T) {
 		{"path":"shared/op-c-0-r1-m2.tmr","size":10,"shared":true,"part":"materialized"},
 		{"path":"shared/op-c-0-r2-log-1.log","size":50,"shared":true,"part":"log"}]}]}`)
 }
+
+// The in-flight data of an unaligned checkpoint is summarised once, and a
+// channel-state file shared by several subtasks is listed (and counted in
+// the full size) once.
+func TestInspectUnalignedCheckpoint(t *testing.T) {
+	file := storage.FileHandle{Path: "chk-3/channel-state-0", Size: 900}
+	ch := func(consumer int, off int64) metadata.ChannelState {
+		return metadata.ChannelState{Edge: "a/0->b/0", Consumer: consumer, Consumers: 2, File: file, Offset: off, Length: 300, Buffers: 1}
+	}
+	payload, err := metadata.Encode(&metadata.Checkpoint{Job: "j", ID: 3, Bytes: 900, UnalignedSubtasks: 2, PersistedBytes: 900,
+		Operators: []metadata.Operator{{UID: "b", Name: "B", Parallelism: 2, MaxParallelism: 128, Subtasks: []metadata.Subtask{
+			{Index: 0, KeyGroupEnd: 63, Channels: []metadata.ChannelState{ch(0, 0), ch(0, 300)}},
+			{Index: 1, KeyGroupStart: 64, KeyGroupEnd: 127, Channels: []metadata.ChannelState{ch(1, 600)}},
+		}}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cp := decodeInspected(3, payload)
+	if cp.Error != "" {
+		t.Fatal(cp.Error)
+	}
+	if f := cp.InFlight; f == nil || f.UnalignedSubtasks != 2 || f.PersistedBytes != 900 || f.Channels != 3 {
+		t.Errorf("in-flight summary %+v, want 2 subtasks, 900 bytes, 3 channels", cp.InFlight)
+	}
+	if len(cp.Files) != 1 || cp.Files[0].Part != "in-flight" || cp.FullSize != 900 {
+		t.Errorf("files %+v, full size %d; want the channel-state file once, 900 bytes", cp.Files, cp.FullSize)
+	}
+}

@@ -195,12 +195,18 @@ type List struct {
 	Elements [][]byte `json:"elements"`
 }
 
-// Files returns every data file the checkpoint references.
+// Files returns every data file the checkpoint references, each once.
 func (c *Checkpoint) Files() []storage.FileHandle {
 	var fs []storage.FileHandle
+	seen := map[string]bool{}
 	for _, op := range c.Operators {
 		for _, st := range op.Subtasks {
-			fs = append(fs, st.Files()...)
+			for _, f := range st.Files() {
+				if !seen[f.Path] {
+					seen[f.Path] = true
+					fs = append(fs, f)
+				}
+			}
 		}
 	}
 	return fs
@@ -307,11 +313,15 @@ func (st *Subtask) InlineBytes() int64 {
 // FullSize is the bytes of every referenced file plus the inline state.
 func (c *Checkpoint) FullSize() int64 {
 	var n int64
+	seen := map[string]bool{} // a channel-state file holds several subtasks' parts
 	for _, op := range c.Operators {
 		for _, st := range op.Subtasks {
 			n += st.InlineBytes()
 			for _, f := range st.Files() {
-				n += f.Size
+				if !seen[f.Path] {
+					seen[f.Path] = true
+					n += f.Size
+				}
 			}
 		}
 	}

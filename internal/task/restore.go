@@ -45,7 +45,12 @@ type ChangelogRestore struct {
 
 // ReadFile reads a whole restored file, verified against its handle.
 func (r *RestoredState) ReadFile(h storage.FileHandle) ([]byte, error) {
-	rc, err := r.open(h)
+	return readAllRestored(r.open, h)
+}
+
+// readAllRestored reads the whole file h opened with open.
+func readAllRestored(open func(storage.FileHandle) (io.ReadCloser, error), h storage.FileHandle) ([]byte, error) {
+	rc, err := open(h)
 	if err != nil {
 		return nil, err
 	}

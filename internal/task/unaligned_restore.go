@@ -203,10 +203,5 @@ func (t *task) replayChannelState(ctx context.Context) error {
 
 // readRestored reads a whole restored file, verified against its handle.
 func (t *task) readRestored(h storage.FileHandle) ([]byte, error) {
-	rc, err := t.openRestored(h)
-	if err != nil {
-		return nil, err
-	}
-	defer rc.Close()
-	return storage.ReadAllSized(rc, h.Size)
+	return readAllRestored(t.openRestored, h)
 }

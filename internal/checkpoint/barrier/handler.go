@@ -272,13 +272,7 @@ func (h *Handler) trigger(i int, now int64) {
 	if len(h.pending) == 0 {
 		h.pending = nil
 	}
-	h.emit(TriggerSnapshot{
-		ID:          p.id,
-		TriggerTime: p.triggerTime,
-		Options:     p.options,
-		StartDelay:  time.Duration(max(0, p.firstArrival-p.triggerTime)) * time.Millisecond,
-		Alignment:   time.Duration(max(0, now-p.firstArrival)) * time.Millisecond,
-	})
+	h.emit(p.triggerAction(now, false))
 	if h.mode == ExactlyOnce {
 		h.unblockAll()
 	}
@@ -299,6 +293,18 @@ func (h *Handler) timedOut(p *pendingCheckpoint, now int64) bool {
 		now >= p.triggerTime+p.options.AlignedTimeout.Milliseconds()
 }
 
+// triggerAction is the TriggerSnapshot of p at now.
+func (p *pendingCheckpoint) triggerAction(now int64, unaligned bool) TriggerSnapshot {
+	return TriggerSnapshot{
+		ID:          p.id,
+		TriggerTime: p.triggerTime,
+		Options:     p.options,
+		StartDelay:  time.Duration(max(0, p.firstArrival-p.triggerTime)) * time.Millisecond,
+		Alignment:   time.Duration(max(0, now-p.firstArrival)) * time.Millisecond,
+		Unaligned:   unaligned,
+	}
+}
+
 // triggerUnaligned switches p, the one checkpoint aligning, to unaligned:
 // at the priority barrier on ch, or (ch < 0) because its aligned timeout
 // passed. The snapshot is taken now, the channels still owing the barrier
@@ -307,14 +313,7 @@ func (h *Handler) timedOut(p *pendingCheckpoint, now int64) bool {
 // nothing of theirs is in flight before it) are released.
 func (h *Handler) triggerUnaligned(p *pendingCheckpoint, ch int, now int64) {
 	p.unaligned = true
-	h.emit(TriggerSnapshot{
-		ID:          p.id,
-		TriggerTime: p.triggerTime,
-		Options:     p.options,
-		StartDelay:  time.Duration(max(0, p.firstArrival-p.triggerTime)) * time.Millisecond,
-		Alignment:   time.Duration(max(0, now-p.firstArrival)) * time.Millisecond,
-		Unaligned:   true,
-	})
+	h.emit(p.triggerAction(now, true))
 	for c, d := range p.delivered {
 		if !d && !h.ended[c] {
 			h.emit(StartPersisting{Ch: c, ID: p.id})

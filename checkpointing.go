@@ -309,6 +309,25 @@ type CompletedCheckpoint struct {
 	Unaligned         bool
 	UnalignedSubtasks int
 	PersistedBytes    int64
+	// Subtasks are every subtask's figures, by vertex and subtask index.
+	Subtasks []SubtaskCheckpoint
+}
+
+// SubtaskCheckpoint is one subtask's part of a completed checkpoint
+// (Flink's SubtaskStateStats).
+type SubtaskCheckpoint struct {
+	// Vertex is the task's position in the job graph, Subtask its index.
+	Vertex, Subtask int
+	// EndToEnd runs from the trigger to the subtask's acknowledgement;
+	// StartDelay to the first barrier reaching it; Alignment is how long
+	// its inputs were (partly) blocked; Sync and Async are its snapshot
+	// phases.
+	EndToEnd, StartDelay, Alignment, Sync, Async time.Duration
+	// Bytes is its checkpointed size, PersistedBytes the in-flight data it
+	// persisted (part of Bytes).
+	Bytes, PersistedBytes int64
+	// Unaligned: it snapshotted unaligned or its barriers overtook data.
+	Unaligned bool
 }
 
 func completedFunc(f func(CompletedCheckpoint), m *keyed.Metrics) func(coordinator.Completed, *metadata.Checkpoint) {
@@ -320,7 +339,8 @@ func completedFunc(f func(CompletedCheckpoint), m *keyed.Metrics) func(coordinat
 		f(CompletedCheckpoint{ID: a.ID, Duration: a.Duration, CheckpointedBytes: cp.Bytes, FullBytes: cp.FullBytes,
 			MaxSync: a.Stats.MaxSync.D, MaxAsync: a.Stats.MaxAsync.D, MaxStartDelay: a.Stats.MaxStartDelay.D,
 			MaxAlignment: a.Stats.MaxAlignment.D, Changelog: ChangelogMetrics(m.Figures()),
-			Unaligned: a.Stats.UnalignedTasks > 0, UnalignedSubtasks: a.Stats.UnalignedTasks, PersistedBytes: a.Stats.PersistedBytes})
+			Unaligned: a.Stats.UnalignedTasks > 0, UnalignedSubtasks: a.Stats.UnalignedTasks, PersistedBytes: a.Stats.PersistedBytes,
+			Subtasks: subtaskCheckpoints(a.Stats.Tasks)})
 	}
 }
 
@@ -329,3 +349,14 @@ func completedFunc(f func(CompletedCheckpoint), m *keyed.Metrics) func(coordinat
 // CheckpointOptions.TolerableFailures allows (and the restart strategy
 // allowed no more restarts).
 var ErrTooManyCheckpointFailures = runner.ErrTooManyCheckpointFailures
+
+func subtaskCheckpoints(reports []coordinator.TaskReport) []SubtaskCheckpoint {
+	out := make([]SubtaskCheckpoint, len(reports))
+	for i, r := range reports {
+		st := r.Stats
+		out[i] = SubtaskCheckpoint{Vertex: r.Task.Vertex, Subtask: r.Task.Subtask, EndToEnd: r.EndToEnd,
+			StartDelay: st.StartDelay, Alignment: st.Alignment, Sync: st.Sync, Async: st.Async,
+			Bytes: st.Bytes, PersistedBytes: st.PersistedBytes, Unaligned: st.Unaligned}
+	}
+	return out
+}

@@ -175,6 +175,18 @@ func runStrictOrder(t *testing.T, r unalignedRun) {
 		if c.Unaligned {
 			unaligned.Add(1)
 		}
+		// The per-subtask records add up to the checkpoint's.
+		var bytes int64
+		n := 0
+		for _, st := range c.Subtasks {
+			bytes += st.PersistedBytes
+			if st.Unaligned {
+				n++
+			}
+		}
+		if bytes != c.PersistedBytes || n != c.UnalignedSubtasks || len(c.Subtasks) != 3*r.parallelism {
+			v.add("checkpoint %d: subtasks persisted %d bytes, %d unaligned of %d; the checkpoint says %d, %d", c.ID, bytes, n, len(c.Subtasks), c.PersistedBytes, c.UnalignedSubtasks)
+		}
 	}
 	var fired, forced atomic.Bool
 	var opens atomic.Int64

@@ -340,15 +340,14 @@ func checkTag(s string) (int64, bool) {
 	return n, ok && err == nil && strings.HasPrefix(s, tagRec(n)) && (len(s) == len(tagRec(n)) || s[len(tagRec(n))] == ':')
 }
 
-// rescaleJob is a job with in-flight data on every edge kind: numbers ->
-// rebalance -> verify -> hash -> count (keyed state) -> a two-input
-// operator fed by that keyed stream and by a second source over a
-// rebalance edge -> forward -> verify -> a broadcast operator whose main
-// input comes over a rebalance edge and whose broadcast input is a third,
-// slow source -> file sink. The broadcast operator is slow, so everything
-// before it is backpressured. Chaining is off, so the forward edge is a
-// network edge.
-func rescaleJob(env *weir.Environment, p int, slow bool, n, m, b int64, out string, bad *violations, bcSeen *sync.Map) {
+// rescaleJob is a job with in-flight data on every edge kind that can have
+// some: numbers -> rebalance -> verify -> hash -> count (keyed state) -> a
+// two-input operator fed by that keyed stream and by a second source over
+// a rebalance edge -> verify -> rebalance -> a broadcast operator whose
+// broadcast input is a third source -> forward (a network edge: its
+// consumer does not chain; aligned, as in Flink) -> a slow map ->
+// broadcast; -> file sink.
+func rescaleJob(env *weir.Environment, slow bool, n, m, b int64, out string, bad *violations, bcSeen *sync.Map) {
 	key := func(s string) int64 { id, _ := checkTag(s); return id % 61 }
 	verify := func(stage string) func(string) string {
 		return func(s string) string {
@@ -376,34 +375,26 @@ func rescaleJob(env *weir.Environment, p int, slow bool, n, m, b int64, out stri
 		})
 	}).UID("count")
 	// With slow set, the broadcast operator spins 100 µs per record, so
-	// everything before it is backpressured, and the side and broadcast
-	// sources emit slowly (sleeping, so that they leave the cores to the
-	// rest), each subtask of theirs for about 5 s at any parallelism: their
-	// data is in flight while the main stream's is. Without, it all runs
+	// everything before it is backpressured and the side source keeps its
+	// edge full; the broadcast stream's own operator spins too, behind a
+	// forward edge, so that its barrier reaches the broadcast operator
+	// after the main input's priority barrier made it unaligned, and the
+	// broadcast records read meanwhile are in flight. Without, it all runs
 	// as fast as it can (the resumed run only needs to finish).
-	sideSleep, bcSleep := 5*time.Second*time.Duration(p)/time.Duration(m), 5*time.Second*time.Duration(p)/time.Duration(b)
-	var bpSpin time.Duration
+	var bpSpin, bcSpin time.Duration
 	if slow {
-		bpSpin = 100 * time.Microsecond
-	} else {
-		sideSleep, bcSleep = 0, 0
+		bpSpin, bcSpin = 100*time.Microsecond, 100*time.Microsecond
 	}
-	side := weir.Map(weir.FromSource(env, source.Sequence(n, n+m-1)).UID("side"), func(i int64) string {
-		if sideSleep > 0 {
-			time.Sleep(sideSleep)
-		}
-		return tagRec(i)
-	}).UID("side-tag")
+	side := weir.Map(weir.FromSource(env, source.Sequence(n, n+m-1)).UID("side"), tagRec).UID("side-tag")
 	two := weir.CoProcess(weir.Connect(weir.KeyBy(counted, key).Stream(), side.Rebalance()), func() weir.CoProcessFunction[string, string, string] {
 		return twoInputs{}
 	}).UID("two")
-	v2 := weir.Map(two.Forward(), verify("v2")).UID("v2")
-	bcs := weir.Map(weir.FromSource(env, source.Sequence(0, b-1)).UID("bc"), func(i int64) int64 {
-		if bcSleep > 0 {
-			time.Sleep(bcSleep)
-		}
+	v2 := weir.Map(two, verify("v2")).UID("v2")
+	// A task of its own, so that the forward edge is a network edge.
+	bcs := weir.Map(weir.FromSource(env, source.Sequence(0, b-1)).UID("bc").Forward(), func(i int64) int64 {
+		spin(bcSpin)
 		return i
-	}).UID("bc-slow")
+	}).UID("bc-slow").DisableChaining()
 	final := weir.BroadcastProcess(v2.Rebalance(), bcs.Broadcast(), func() weir.BroadcastProcessFunction[string, int64, string] {
 		return &bcCheck{bad: bad, seen: bcSeen, spin: bpSpin}
 	}).UID("bp")
@@ -468,19 +459,22 @@ func TestUnalignedRescale(t *testing.T) {
 	for _, c := range []struct{ from, to int }{{3, 7}, {7, 2}, {3, 3}} {
 		t.Run(fmt.Sprintf("%d-to-%d", c.from, c.to), func(t *testing.T) {
 			t.Parallel()
-			const n, m, b = 60_000, 3_000, 1_500
+			const n, m, b = 60_000, 20_000, 60_000
 			dir := t.TempDir()
 			out := filepath.Join(dir, "out")
 			bad := &violations{}
 			run := func(p int, slow bool, restore string, h weir.TestHooks, ctx context.Context) (*sync.Map, error) {
-				opts := weir.Options{Parallelism: p, StateDir: filepath.Join(dir, "state"), Logger: quietLogger(t), DisableChaining: true,
-					BufferSize: 1024, BuffersPerChannel: 1, FloatingBuffersPerGate: 2, OverdraftBuffers: 24, BufferTimeout: time.Millisecond,
+				// 4 KiB buffers: a source batch (2,048 tagged numbers, about
+				// 50 KiB) fits in the overdraft, so a source answers a
+				// trigger without waiting for backpressure.
+				opts := weir.Options{Parallelism: p, StateDir: filepath.Join(dir, "state"), Logger: quietLogger(t),
+					BufferSize: 4096, BuffersPerChannel: 1, FloatingBuffersPerGate: 2, OverdraftBuffers: 24, BufferTimeout: time.Millisecond,
 					Checkpoint: weir.CheckpointOptions{Interval: 20 * time.Millisecond, Dir: filepath.Join(dir, "chk"), Unaligned: true,
 						NumRetained: 50, RestorePath: restore}}
 				env := weir.NewEnvironment(opts)
 				weir.SetTestHooks(env, h)
 				seen := &sync.Map{}
-				rescaleJob(env, p, slow, n, m, b, out, bad, seen)
+				rescaleJob(env, slow, n, m, b, out, bad, seen)
 				_, err := env.ExecuteResult(ctx, "rescale")
 				return seen, err
 			}
@@ -490,6 +484,8 @@ func TestUnalignedRescale(t *testing.T) {
 			// run that ends without one is tried again, from scratch,
 			// once; the test fails if neither had one.
 			want := []string{"tag/0->v1/0", "v1/0->count/0", "count/0->two/0", "side-tag/0->two/1", "bc-slow/0->bp/1", "v2/0->bp/0"}
+			// The forward edge "bc/0->bc-slow/0" stays aligned: never in
+			// channel state.
 			var id int64
 			for attempt := 1; id == 0; attempt++ {
 				ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
@@ -630,8 +626,11 @@ func TestUnalignedChannelStateFiles(t *testing.T) {
 			run := func(restore string, stopAfter int64) error {
 				ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 				defer cancel()
+				// 4 KiB buffers: a source batch (2,048 tagged numbers, about
+				// 50 KiB) fits in the overdraft, so a source answers a
+				// trigger without waiting for backpressure.
 				opts := weir.Options{Parallelism: p, StateDir: filepath.Join(dir, "state"), Logger: quietLogger(t),
-					BufferSize: 1024, BuffersPerChannel: 1, FloatingBuffersPerGate: 2, OverdraftBuffers: 24, BufferTimeout: time.Millisecond,
+					BufferSize: 4096, BuffersPerChannel: 1, FloatingBuffersPerGate: 2, OverdraftBuffers: 24, BufferTimeout: time.Millisecond,
 					Checkpoint: weir.CheckpointOptions{Interval: 10 * time.Millisecond, Dir: filepath.Join(dir, "chk"), Unaligned: true,
 						MaxSubtasksPerChannelStateFile: perFile, NumRetained: 100, TolerableFailures: 5, RestorePath: restore}}
 				env := weir.NewEnvironment(opts)

@@ -291,6 +291,12 @@ func releaseSnapshots(snaps []OperatorSnapshot) {
 	}
 }
 
+// outputTimeout is the outcome of timeoutOutputBarriers.
+type outputTimeout struct {
+	moved int
+	err   error
+}
+
 // persist is the asynchronous phase: it writes the frozen state of every
 // operator to checkpoint storage, then, for an unaligned checkpoint, the
 // channel state cs once the task collected all of it, and acknowledges (or
@@ -299,6 +305,19 @@ func (t *task) persist(snaps []OperatorSnapshot, a Ack, cs *channelState) {
 	defer t.async.Done()
 	defer releaseSnapshots(snaps)
 	start := time.Now()
+	// The output side of an aligned checkpoint with a timeout runs beside
+	// the uploads: a large state's upload must not hold back the switch.
+	var moved <-chan outputTimeout
+	if cs != nil && a.Options.Timeoutable() && !a.Unaligned {
+		ch := make(chan outputTimeout, 1)
+		moved = ch
+		t.async.Add(1)
+		go func(id, triggerTime int64, timeout time.Duration) {
+			defer t.async.Done()
+			n, err := t.timeoutOutputBarriers(id, triggerTime, timeout, cs)
+			ch <- outputTimeout{n, err}
+		}(a.ID, a.TriggerTime, a.Options.AlignedTimeout)
+	}
 	if hook := t.hooks.Upload; hook != nil {
 		if err := hook(t.vertex, t.index, a.ID); err != nil {
 			t.decline(a, err)
@@ -371,13 +390,13 @@ func (t *task) persist(snaps []OperatorSnapshot, a Ack, cs *channelState) {
 		a.State = append(a.State, OperatorState{UID: c.UID, Name: c.Name, Parallelism: c.Parallelism,
 			MaxParallelism: c.MaxParallelism, State: st})
 	}
-	if cs != nil && a.Options.Timeoutable() && !a.Unaligned {
-		n, err := t.timeoutOutputBarriers(a, cs)
-		if err != nil {
-			t.decline(a, err)
+	if moved != nil {
+		r := <-moved
+		if r.err != nil {
+			t.decline(a, r.err)
 			return
 		}
-		a.Unaligned = n > 0
+		a.Unaligned = r.moved > 0
 	}
 	if cs != nil {
 		select {

@@ -310,19 +310,19 @@ func (t *task) abortChannelState(id int64, reason DeclineReason, msg string) boo
 	return true
 }
 
-// timeoutOutputBarriers is the output side of an aligned checkpoint with a
-// timeout, run by its asynchronous phase: it waits until the barriers sent
+// timeoutOutputBarriers is the output side of aligned checkpoint id with a
+// timeout, run beside its asynchronous phase: it waits until the barriers sent
 // in order left every subpartition of an edge that allows unaligned
 // checkpoints (the checkpoint stays aligned here), or until the timeout
 // passes, and then moves those still queued ahead of the data before them,
 // whose copies become output channel state. It returns the number of
 // subpartitions where it moved the barrier.
-func (t *task) timeoutOutputBarriers(a Ack, cs *channelState) (int, error) {
-	deadline := time.UnixMilli(a.TriggerTime).Add(a.Options.AlignedTimeout)
+func (t *task) timeoutOutputBarriers(id, triggerTime int64, timeout time.Duration, cs *channelState) (int, error) {
+	deadline := time.UnixMilli(triggerTime).Add(timeout)
 	for {
 		queued := false
 		for i, rp := range t.partitions {
-			if t.outParts[i].unaligned && rp.BarrierQueued(a.ID) {
+			if t.outParts[i].unaligned && rp.BarrierQueued(id) {
 				queued = true
 				break
 			}
@@ -348,7 +348,7 @@ func (t *task) timeoutOutputBarriers(a Ack, cs *channelState) (int, error) {
 			continue
 		}
 		out := cs.out[i]
-		moved += rp.PrioritizeBarrier(a.ID, func(sub int, b *network.Buffer) {
+		moved += rp.PrioritizeBarrier(id, func(sub int, b *network.Buffer) {
 			out[sub] = append(out[sub], copyBuffer(b))
 		})
 	}

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"math/rand/v2"
 	"os"
@@ -792,11 +791,10 @@ func TestUnalignedNeedsExactlyOnceAndOneAtATime(t *testing.T) {
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			dir := t.TempDir()
-			var logs strings.Builder
-			var mu sync.Mutex
+			logs := &lockedBuffer{}
 			var unaligned, completed atomic.Int64
 			opts := weir.Options{Parallelism: 2, StateDir: filepath.Join(dir, "state"),
-				Logger: slog.New(slog.NewTextHandler(&lockedWriter{w: &logs, mu: &mu}, nil)),
+				Logger: slog.New(slog.NewTextHandler(logs, nil)),
 				Checkpoint: weir.CheckpointOptions{Interval: 5 * time.Millisecond, Dir: filepath.Join(dir, "chk"), Unaligned: true,
 					Mode: c.mode, MaxConcurrent: c.concurrent},
 				OnCheckpointComplete: func(cc weir.CompletedCheckpoint) {
@@ -812,8 +810,6 @@ func TestUnalignedNeedsExactlyOnceAndOneAtATime(t *testing.T) {
 			if err := env.Execute(context.Background(), "warn"); err != nil {
 				t.Fatal(err)
 			}
-			mu.Lock()
-			defer mu.Unlock()
 			if !strings.Contains(logs.String(), c.want) {
 				t.Errorf("log lacks the warning %q:\n%s", c.want, logs.String())
 			}
@@ -822,17 +818,6 @@ func TestUnalignedNeedsExactlyOnceAndOneAtATime(t *testing.T) {
 			}
 		})
 	}
-}
-
-type lockedWriter struct {
-	w  io.Writer
-	mu *sync.Mutex
-}
-
-func (l *lockedWriter) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.w.Write(p)
 }
 
 // A checkpoint whose in-flight data belongs to an edge the job no longer

@@ -258,7 +258,7 @@ func (t *task) snapshotAndForward(id, triggerTime int64, opts checkpoint.Options
 	}
 	var cs *channelState
 	if opts.Unaligned {
-		cs = t.startChannelState(id)
+		cs = t.newChannelState(id)
 	}
 	// An aligned checkpoint with a timeout goes out in order unless its
 	// timeout passed already (then it is unaligned from here on).

@@ -93,10 +93,13 @@ type channelState struct {
 	closed     bool
 }
 
-func newChannelState(id int64, inputs int, partitions []*network.ResultPartition) *channelState {
+// newChannelState begins collecting the channel state of unaligned
+// checkpoint id at t; the outputs' part is added as the barrier goes out.
+func (t *task) newChannelState(id int64) *channelState {
+	inputs := len(t.inChans)
 	cs := &channelState{id: id, done: make(chan struct{}), in: make([][]savedBuffer, inputs), persisting: make([]bool, inputs)}
-	cs.out = make([][][]savedBuffer, len(partitions))
-	for i, rp := range partitions {
+	cs.out = make([][][]savedBuffer, len(t.partitions))
+	for i, rp := range t.partitions {
 		cs.out[i] = make([][]savedBuffer, rp.NumSubpartitions())
 	}
 	return cs
@@ -114,24 +117,6 @@ func (cs *channelState) finish(err *Decline) {
 	cs.closed, cs.err = true, err
 	clear(cs.persisting)
 	close(cs.done)
-}
-
-// bytes is the size of the data collected.
-func (cs *channelState) bytes() int64 {
-	var n int64
-	for _, bs := range cs.in {
-		for _, b := range bs {
-			n += int64(len(b.data))
-		}
-	}
-	for _, subs := range cs.out {
-		for _, bs := range subs {
-			for _, b := range bs {
-				n += int64(len(b.data))
-			}
-		}
-	}
-	return n
 }
 
 // encodeBuffers appends bs in the channel-state file format: per buffer a
@@ -208,16 +193,6 @@ func (t *task) writeChannelState(id int64, cs *channelState) ([]metadata.Channel
 		entries[i].Offset += off
 	}
 	return entries, int64(len(payload)), nil
-}
-
-// startChannelState begins collecting the channel state of unaligned
-// checkpoint id; the outputs' part is added as the barrier goes out.
-func (t *task) startChannelState(id int64) *channelState {
-	inputs := 0
-	if t.gate != nil {
-		inputs = t.gate.NumChannels()
-	}
-	return newChannelState(id, inputs, t.partitions)
 }
 
 // forwardBarrier emits barrier ev on every output: as a priority event that

@@ -158,7 +158,7 @@ func (h *Handler) onBarrier(ch int, id int64, triggerTime int64, opts checkpoint
 			h.emit(PersistOvertaken{Ch: ch, ID: id})
 		}
 		h.emit(StopPersisting{Ch: ch, ID: id})
-		h.completeUnaligned(now)
+		h.completeUnaligned()
 		return
 	case priority:
 		h.triggerUnaligned(p, ch, now)
@@ -186,8 +186,8 @@ func (h *Handler) onBarrier(ch int, id int64, triggerTime int64, opts checkpoint
 // id is newer than anything seen it is aborted (and every older pending
 // checkpoint with it) so that its barriers are ignored when they come. A
 // cancellation barrier for a settled id is ignored, so each abort is reported
-// and forwarded once. now is unused by the two modes; the alignment timeout
-// of unaligned checkpoints will need it.
+// and forwarded once. now is unused (the aligned timeout is driven by
+// OnTick); every input takes the time for a uniform shape.
 func (h *Handler) OnCancelBarrier(ch int, id int64, now int64) {
 	if !h.checkLive(ch, "cancellation barrier", id) {
 		return
@@ -217,7 +217,7 @@ func (h *Handler) OnEndOfPartition(ch int, now int64) {
 		}
 	}
 	if len(h.pending) > 0 && h.pending[0].unaligned {
-		h.completeUnaligned(now)
+		h.completeUnaligned()
 		return
 	}
 	for {
@@ -323,12 +323,12 @@ func (h *Handler) triggerUnaligned(p *pendingCheckpoint, ch int, now int64) {
 		h.emit(StartPersisting{Ch: ch, ID: p.id}, PersistOvertaken{Ch: ch, ID: p.id}, StopPersisting{Ch: ch, ID: p.id})
 	}
 	h.unblockAll()
-	h.completeUnaligned(now)
+	h.completeUnaligned()
 }
 
 // completeUnaligned ends the unaligned checkpoint pending (the only one, in
 // ExactlyOnce mode) once no live channel owes its barrier.
-func (h *Handler) completeUnaligned(now int64) {
+func (h *Handler) completeUnaligned() {
 	p := h.pending[0]
 	if p.missing > 0 {
 		return

@@ -121,10 +121,6 @@ type Ack struct {
 	PersistedBytes int64
 	// State is the state of each chained operator that has some.
 	State []OperatorState
-	// Options and TriggerTime are the checkpoint's (for the asynchronous
-	// phase; not sent to the coordinator).
-	Options     checkpoint.Options `json:"-"`
-	TriggerTime int64              `json:"-"`
 	// Declined is why the subtask declined; nil for an acknowledgement.
 	Declined *Decline
 }
@@ -272,11 +268,14 @@ func (t *task) snapshotAndForward(id, triggerTime int64, opts checkpoint.Options
 			cs.finish(nil) // aligned inputs: only the outputs' part
 		}
 	}
-	a := Ack{ID: id, StartDelay: max(startDelay, 0), Alignment: alignment, Sync: t.clock.Now().Sub(start), Unaligned: unaligned,
-		Options: opts, TriggerTime: triggerTime}
+	a := Ack{ID: id, StartDelay: max(startDelay, 0), Alignment: alignment, Sync: t.clock.Now().Sub(start), Unaligned: unaligned}
 	t.perf.checkpointed(a.StartDelay, a.Alignment)
 	t.async.Add(1)
-	go t.persist(snaps, a, cs)
+	var timeoutAt time.Time // aligned with a timeout: when the outputs' barriers move ahead
+	if cs != nil && inOrder {
+		timeoutAt = time.UnixMilli(triggerTime).Add(opts.AlignedTimeout)
+	}
+	go t.persist(snaps, a, cs, timeoutAt)
 	return nil
 }
 
@@ -300,23 +299,24 @@ type outputTimeout struct {
 // persist is the asynchronous phase: it writes the frozen state of every
 // operator to checkpoint storage, then, for an unaligned checkpoint, the
 // channel state cs once the task collected all of it, and acknowledges (or
-// declines).
-func (t *task) persist(snaps []OperatorSnapshot, a Ack, cs *channelState) {
+// declines). A non-zero timeoutAt says the barriers went out in order with
+// an aligned timeout: those still queued then are moved ahead.
+func (t *task) persist(snaps []OperatorSnapshot, a Ack, cs *channelState, timeoutAt time.Time) {
 	defer t.async.Done()
 	defer releaseSnapshots(snaps)
 	start := time.Now()
 	// The output side of an aligned checkpoint with a timeout runs beside
 	// the uploads: a large state's upload must not hold back the switch.
 	var moved <-chan outputTimeout
-	if cs != nil && a.Options.Timeoutable() && !a.Unaligned {
+	if !timeoutAt.IsZero() {
 		ch := make(chan outputTimeout, 1)
 		moved = ch
 		t.async.Add(1)
-		go func(id, triggerTime int64, timeout time.Duration) {
+		go func(id int64) {
 			defer t.async.Done()
-			n, err := t.timeoutOutputBarriers(id, triggerTime, timeout, cs)
+			n, err := t.timeoutOutputBarriers(id, timeoutAt, cs)
 			ch <- outputTimeout{n, err}
-		}(a.ID, a.TriggerTime, a.Options.AlignedTimeout)
+		}(a.ID)
 	}
 	if hook := t.hooks.Upload; hook != nil {
 		if err := hook(t.vertex, t.index, a.ID); err != nil {

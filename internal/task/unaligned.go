@@ -292,8 +292,7 @@ func (t *task) abortChannelState(id int64, reason DeclineReason, msg string) boo
 // passes, and then moves those still queued ahead of the data before them,
 // whose copies become output channel state. It returns the number of
 // subpartitions where it moved the barrier.
-func (t *task) timeoutOutputBarriers(id, triggerTime int64, timeout time.Duration, cs *channelState) (int, error) {
-	deadline := time.UnixMilli(triggerTime).Add(timeout)
+func (t *task) timeoutOutputBarriers(id int64, deadline time.Time, cs *channelState) (int, error) {
 	for {
 		queued := false
 		for i, rp := range t.partitions {

@@ -156,13 +156,6 @@ func runStrictOrder(t *testing.T, r unalignedRun) {
 	dir := t.TempDir()
 	v := &violations{}
 	opts := weir.Options{Parallelism: r.parallelism, StateDir: filepath.Join(dir, "state"), Logger: quietLogger(t),
-		// Small buffers and few credits: about a hundred records in
-		// flight per channel, so that the sources stay backpressured for
-		// the whole run instead of ending at once into the network's
-		// memory. The overdraft covers a source batch (2,048 numbers), so
-		// a source answers a trigger without waiting for backpressure.
-		BufferSize: 1024, BuffersPerChannel: 1, FloatingBuffersPerGate: 2, OverdraftBuffers: 24,
-		BufferTimeout: time.Millisecond,
 		Checkpoint: weir.CheckpointOptions{Interval: 10 * time.Millisecond, Dir: filepath.Join(dir, "chk"),
 			Unaligned: r.timeout >= 0, AlignedCheckpointTimeout: max(r.timeout, 0)},
 		Restart: weir.RestartOptions{Type: "fixed-delay", FixedDelayAttempts: 10, FixedDelay: time.Millisecond}}
@@ -190,7 +183,7 @@ func runStrictOrder(t *testing.T, r unalignedRun) {
 	var fired, forced atomic.Bool
 	var opens atomic.Int64
 	failAt := r.n/4 + rng.Int64N(r.n/2) // a record in the middle
-	env := weir.NewEnvironment(opts)
+	env := weir.NewEnvironment(tightNetwork(opts, 1024))
 	hooks := weir.TestHooks{}
 	switch r.failures {
 	case "snapshot":
@@ -463,14 +456,13 @@ func TestUnalignedRescale(t *testing.T) {
 			out := filepath.Join(dir, "out")
 			bad := &violations{}
 			run := func(p int, slow bool, restore string, h weir.TestHooks, ctx context.Context) (*sync.Map, error) {
+				opts := weir.Options{Parallelism: p, StateDir: filepath.Join(dir, "state"), Logger: quietLogger(t),
+					Checkpoint: weir.CheckpointOptions{Interval: 20 * time.Millisecond, Dir: filepath.Join(dir, "chk"), Unaligned: true,
+						NumRetained: 50, RestorePath: restore}}
 				// 4 KiB buffers: a source batch (2,048 tagged numbers, about
 				// 50 KiB) fits in the overdraft, so a source answers a
 				// trigger without waiting for backpressure.
-				opts := weir.Options{Parallelism: p, StateDir: filepath.Join(dir, "state"), Logger: quietLogger(t),
-					BufferSize: 4096, BuffersPerChannel: 1, FloatingBuffersPerGate: 2, OverdraftBuffers: 24, BufferTimeout: time.Millisecond,
-					Checkpoint: weir.CheckpointOptions{Interval: 20 * time.Millisecond, Dir: filepath.Join(dir, "chk"), Unaligned: true,
-						NumRetained: 50, RestorePath: restore}}
-				env := weir.NewEnvironment(opts)
+				env := weir.NewEnvironment(tightNetwork(opts, 4096))
 				weir.SetTestHooks(env, h)
 				seen := &sync.Map{}
 				rescaleJob(env, slow, n, m, b, out, bad, seen)
@@ -625,14 +617,10 @@ func TestUnalignedChannelStateFiles(t *testing.T) {
 			run := func(restore string, stopAfter int64) error {
 				ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 				defer cancel()
-				// 4 KiB buffers: a source batch (2,048 tagged numbers, about
-				// 50 KiB) fits in the overdraft, so a source answers a
-				// trigger without waiting for backpressure.
 				opts := weir.Options{Parallelism: p, StateDir: filepath.Join(dir, "state"), Logger: quietLogger(t),
-					BufferSize: 4096, BuffersPerChannel: 1, FloatingBuffersPerGate: 2, OverdraftBuffers: 24, BufferTimeout: time.Millisecond,
 					Checkpoint: weir.CheckpointOptions{Interval: 10 * time.Millisecond, Dir: filepath.Join(dir, "chk"), Unaligned: true,
 						MaxSubtasksPerChannelStateFile: perFile, NumRetained: 100, TolerableFailures: 5, RestorePath: restore}}
-				env := weir.NewEnvironment(opts)
+				env := weir.NewEnvironment(tightNetwork(opts, 1024))
 				var withData atomic.Int64
 				weir.SetTestHooks(env, weir.TestHooks{
 					ChannelState: func(id int64) error {
@@ -909,7 +897,6 @@ func TestUnalignedResumeSwitchingModeAndBackend(t *testing.T) {
 				defer cancel()
 				var id atomic.Int64
 				opts := weir.Options{Parallelism: p, StateBackend: backend, StateDir: filepath.Join(dir, "state"), Logger: quietLogger(t),
-					BufferSize: 1024, BuffersPerChannel: 1, FloatingBuffersPerGate: 2, OverdraftBuffers: 24, BufferTimeout: time.Millisecond,
 					Checkpoint: weir.CheckpointOptions{Interval: 10 * time.Millisecond, Dir: filepath.Join(dir, "chk"), Unaligned: unaligned,
 						RestorePath: restore},
 					OnCheckpointComplete: func(cc weir.CompletedCheckpoint) {
@@ -920,7 +907,7 @@ func TestUnalignedResumeSwitchingModeAndBackend(t *testing.T) {
 				if !stop && unaligned {
 					opts.Checkpoint.AlignedCheckpointTimeout = time.Millisecond
 				}
-				env := weir.NewEnvironment(opts)
+				env := weir.NewEnvironment(tightNetwork(opts, 1024))
 				filesJob(env, n, 5, filepath.Join(dir, "out"))
 				err := env.Execute(ctx, "switch")
 				return id.Load(), err
@@ -949,7 +936,6 @@ func TestUnalignedDamagedChannelStateFile(t *testing.T) {
 		var withData atomic.Int64
 		var id atomic.Int64
 		opts := weir.Options{Parallelism: 2, StateDir: filepath.Join(dir, "state"), Logger: quietLogger(t),
-			BufferSize: 1024, BuffersPerChannel: 1, FloatingBuffersPerGate: 2, OverdraftBuffers: 24, BufferTimeout: time.Millisecond,
 			Checkpoint: weir.CheckpointOptions{Interval: 10 * time.Millisecond, Dir: filepath.Join(dir, "chk"), Unaligned: true,
 				NumRetained: 3, RestorePath: restore},
 			OnCheckpointComplete: func(cc weir.CompletedCheckpoint) {
@@ -957,7 +943,7 @@ func TestUnalignedDamagedChannelStateFile(t *testing.T) {
 					cancel()
 				}
 			}}
-		env := weir.NewEnvironment(opts)
+		env := weir.NewEnvironment(tightNetwork(opts, 1024))
 		filesJob(env, n, 5, filepath.Join(dir, "out"))
 		err := env.Execute(ctx, "damaged")
 		return id.Load(), err
@@ -982,4 +968,15 @@ func TestUnalignedDamagedChannelStateFile(t *testing.T) {
 		t.Fatalf("resume past the damaged checkpoint %d: %v", id, err)
 	}
 	checkSequenceOutput(t, filepath.Join(dir, "out"), n)
+}
+
+// tightNetwork gives opts buffers of segment bytes and few credits: a few
+// hundred records in flight per channel, so that the sources stay
+// backpressured for the whole run instead of ending at once into the
+// network's memory. The overdraft covers a source batch (2,048 numbers),
+// so a source answers a trigger without waiting for backpressure.
+func tightNetwork(opts weir.Options, segment int) weir.Options {
+	opts.BufferSize, opts.BuffersPerChannel, opts.FloatingBuffersPerGate, opts.OverdraftBuffers = segment, 1, 2, 24
+	opts.BufferTimeout = time.Millisecond
+	return opts
 }

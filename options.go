@@ -4,7 +4,10 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net"
 	"path/filepath"
+	"strconv"
+	"strings"
 	"time"
 
 	"github.com/weirstream/weir/config"
@@ -81,6 +84,11 @@ type Options struct {
 	// directory; see JobLockOptions.
 	JobLock JobLockOptions
 
+	// REST is the REST API, Prometheus endpoint and dashboard server of
+	// the running job; see RESTOptions. Default off for a program that
+	// builds Options itself; on in `weir run` (rest.enabled).
+	REST RESTOptions
+
 	// OnStatus, if set, is called every StatusInterval (default 5s) while
 	// the job runs, with its progress and every subtask's metrics
 	// (JobStatus.Tasks); `weir run` prints it as a status line on a
@@ -91,6 +99,104 @@ type Options struct {
 	// OnCheckpointComplete, if set, is called for every completed
 	// checkpoint, from the job's coordinator goroutine: return quickly.
 	OnCheckpointComplete func(CompletedCheckpoint)
+}
+
+// RESTOptions configures the HTTP server a running job serves: Flink's
+// REST API, the Prometheus endpoint /metrics and the web dashboard (see
+// docs/rest.md). The server starts with the job and stops when it ends.
+type RESTOptions struct {
+	// Enabled starts the server (rest.enabled).
+	Enabled bool
+	// BindAddress is the address to listen on. Default 127.0.0.1
+	// (rest.bind-address). Any other address requires AuthToken.
+	BindAddress string
+	// Port is a port, a range such as "50100-50200" (the first free port
+	// is taken) or "0" for any free port. Default "8081" (rest.port,
+	// rest.bind-port); when the default is taken, a free port is used and
+	// the job warns.
+	Port string
+	// AuthToken, if set, is the bearer token every request must carry
+	// (rest.auth.token).
+	AuthToken string
+	// CertFile and KeyFile, both set, serve the API over TLS
+	// (rest.ssl.cert, rest.ssl.key).
+	CertFile, KeyFile string
+	// PrometheusPort, if set, also serves /metrics on this port or range
+	// (metrics.reporter.prom.port).
+	PrometheusPort string
+	// HistorySize is how many recent checkpoints the API shows in detail.
+	// Default 10 (web.checkpoints.history).
+	HistorySize int
+	// OnStart, if set, is called with the server's base URL once it
+	// listens (before the job's tasks start).
+	OnStart func(url string)
+
+	portDefaulted bool // Port was not set: a taken default falls back to a free port
+	sslIncomplete bool // rest.ssl.enabled without a certificate or key
+}
+
+// DefaultRESTPort is Flink's REST port.
+const DefaultRESTPort = "8081"
+
+func (r *RESTOptions) ensureDefaults() {
+	if r.BindAddress == "" {
+		r.BindAddress = "127.0.0.1"
+	}
+	if r.Port == "" {
+		r.Port, r.portDefaulted = DefaultRESTPort, true
+	}
+	if r.HistorySize == 0 {
+		r.HistorySize = 10
+	}
+}
+
+func (r *RESTOptions) validate() []error {
+	if !r.Enabled {
+		return nil
+	}
+	var errs []error
+	if _, _, err := ParsePortRange(r.Port); err != nil {
+		errs = append(errs, fmt.Errorf("rest.port/rest.bind-port: %w", err))
+	}
+	if r.PrometheusPort != "" {
+		if _, _, err := ParsePortRange(r.PrometheusPort); err != nil {
+			errs = append(errs, fmt.Errorf("metrics.reporter.prom.port: %w", err))
+		}
+	}
+	if r.sslIncomplete || (r.CertFile == "") != (r.KeyFile == "") {
+		errs = append(errs, errors.New("rest.ssl.enabled needs both rest.ssl.cert and rest.ssl.key (PEM files)"))
+	}
+	if !isLoopback(r.BindAddress) && r.AuthToken == "" {
+		errs = append(errs, fmt.Errorf("rest.bind-address %q is not a loopback address: set rest.auth.token so that only "+
+			"clients with the token can control the job (or bind to 127.0.0.1)", r.BindAddress))
+	}
+	if r.HistorySize < 1 {
+		errs = append(errs, fmt.Errorf("web.checkpoints.history %d must be at least 1", r.HistorySize))
+	}
+	return errs
+}
+
+// ParsePortRange parses a port ("8081") or a range ("50100-50200"); "0"
+// means any free port.
+func ParsePortRange(s string) (lo, hi int, err error) {
+	a, b, isRange := strings.Cut(strings.TrimSpace(s), "-")
+	lo, err = strconv.Atoi(strings.TrimSpace(a))
+	hi = lo
+	if err == nil && isRange {
+		hi, err = strconv.Atoi(strings.TrimSpace(b))
+	}
+	if err != nil || lo < 0 || hi > 65535 || hi < lo || (isRange && lo == 0) {
+		return 0, 0, fmt.Errorf("%q is not a port (0 to 65535, 0 for any free port) or a range such as 50100-50200", s)
+	}
+	return lo, hi, nil
+}
+
+func isLoopback(host string) bool {
+	if host == "localhost" {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
 }
 
 // EnsureDefaults fills zero fields with their defaults.
@@ -131,6 +237,7 @@ func (o *Options) EnsureDefaults() {
 	}
 	o.Checkpoint.ensureDefaults()
 	o.Changelog.ensureDefaults()
+	o.REST.ensureDefaults()
 	if o.JobLock.RenewInterval == 0 {
 		o.JobLock.RenewInterval = runner.DefaultRenewInterval
 		if o.JobLock.LeaseDuration > 0 {
@@ -175,6 +282,7 @@ func (o *Options) Validate() error {
 	}
 	errs = append(errs, o.Checkpoint.validate()...)
 	errs = append(errs, o.Changelog.validate()...)
+	errs = append(errs, o.REST.validate()...)
 	if err := o.Restart.config(o.Checkpoint.Interval > 0).Validate(); err != nil {
 		errs = append(errs, err)
 	}
@@ -228,6 +336,24 @@ func OptionsFromConfig(c *config.Config) Options {
 		RenewInterval: c.Duration("execution.checkpointing.lock.renew-interval"),
 	}
 	o.Changelog = changelogFromConfig(c)
+	o.REST = RESTOptions{
+		Enabled:        c.Bool("rest.enabled"),
+		BindAddress:    c.String("rest.bind-address"),
+		Port:           c.String("rest.bind-port"),
+		AuthToken:      c.String("rest.auth.token"),
+		PrometheusPort: c.String("metrics.reporter.prom.port"),
+		HistorySize:    int(c.Int("web.checkpoints.history")),
+	}
+	if o.REST.Port == "" {
+		o.REST.Port = strconv.FormatInt(c.Int("rest.port"), 10)
+		o.REST.portDefaulted = !c.IsSet("rest.port")
+	}
+	if c.Bool("rest.ssl.enabled") {
+		o.REST.CertFile, o.REST.KeyFile = c.String("rest.ssl.cert"), c.String("rest.ssl.key")
+		if o.REST.CertFile == "" || o.REST.KeyFile == "" {
+			o.REST.sslIncomplete = true
+		}
+	}
 	o.Restart = RestartOptions{
 		Type:                   c.String("restart-strategy.type"),
 		FixedDelayAttempts:     int(c.Int("restart-strategy.fixed-delay.attempts")),

@@ -406,4 +406,73 @@ var optionTable = []Option{
 		Description: "exponential-delay: once the job ran this long without failing, the backoff starts over.",
 		Min:         1,
 	},
+	{
+		Key:     "rest.enabled",
+		Kind:    KindBool,
+		Default: "true",
+		Description: "Whether a running job serves the REST API, the Prometheus endpoint /metrics and the web dashboard " +
+			"(docs/rest.md).",
+	},
+	{
+		Key:         "rest.bind-address",
+		Kind:        KindString,
+		Default:     "127.0.0.1",
+		Description: "Address the REST server listens on. Anything but a loopback address requires rest.auth.token.",
+	},
+	{
+		Key:     "rest.port",
+		Kind:    KindInt,
+		Default: "8081",
+		Description: "Port of the REST server; 0 picks a free port. When the default port is taken (another job runs on " +
+			"this machine) the job picks a free port and warns; a port set explicitly that is taken is an error. The " +
+			"address chosen is logged and written to <execution.checkpointing.dir>/<job>/_rest.",
+		Min: 0,
+		Max: 65535,
+	},
+	{
+		Key:     "rest.bind-port",
+		Kind:    KindString,
+		Default: "",
+		Description: "Port or port range (\"50100-50200\") the REST server binds to, the first free one taken; " +
+			"empty means rest.port.",
+	},
+	{
+		Key:     "rest.auth.token",
+		Kind:    KindString,
+		Default: "",
+		Description: "Bearer token every REST request must carry (Authorization: Bearer <token>); required when " +
+			"rest.bind-address is not a loopback address. The CLI reads it from --token or WEIR_REST_TOKEN.",
+	},
+	{
+		Key:         "rest.ssl.enabled",
+		Kind:        KindBool,
+		Default:     "false",
+		Description: "Serve the REST API over TLS with rest.ssl.cert and rest.ssl.key.",
+	},
+	{
+		Key:         "rest.ssl.cert",
+		Kind:        KindString,
+		Default:     "",
+		Description: "PEM file with the REST server's certificate chain (rest.ssl.enabled).",
+	},
+	{
+		Key:         "rest.ssl.key",
+		Kind:        KindString,
+		Default:     "",
+		Description: "PEM file with the private key of rest.ssl.cert.",
+	},
+	{
+		Key:         "web.checkpoints.history",
+		Kind:        KindInt,
+		Default:     "10",
+		Description: "Number of recent checkpoints the REST API and the dashboard show with their details.",
+		Min:         1,
+	},
+	{
+		Key:     "metrics.reporter.prom.port",
+		Kind:    KindString,
+		Default: "",
+		Description: "Port or port range on which to serve the Prometheus endpoint /metrics besides the REST server " +
+			"(which always serves it); empty means none.",
+	},
 }

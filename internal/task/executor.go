@@ -17,6 +17,7 @@ import (
 	"github.com/weirstream/weir/internal/clock"
 	"github.com/weirstream/weir/internal/graph"
 	"github.com/weirstream/weir/internal/keygroup"
+	"github.com/weirstream/weir/internal/metrics"
 	"github.com/weirstream/weir/internal/network"
 )
 
@@ -77,6 +78,11 @@ type Options struct {
 	RunID string
 	// Hooks inject failures in tests.
 	Hooks FaultHooks
+	// Metrics, if set, receives every subtask's metrics (a group of scope
+	// metrics.ScopeTask per subtask and metrics.ScopeOperator per chained
+	// operator, removed when Run returns); JobID labels them.
+	Metrics *metrics.Registry
+	JobID   string
 	// CountRecords makes tasks publish their operators' record counts
 	// for RecordCounts (per buffer or batch), and sources count theirs.
 	CountRecords bool

@@ -1,0 +1,101 @@
+package metrics
+
+import (
+	"sync"
+	"testing"
+	"time"
+)
+
+func TestCounterGaugeGroup(t *testing.T) {
+	r := NewRegistry()
+	g := r.Group(ScopeTask, Label{LabelJobID, "j1"}, Label{LabelSubtaskIndex, "0"})
+	c := g.Counter("numRecordsIn")
+	var wg sync.WaitGroup
+	for range 4 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for range 1000 {
+				c.Inc()
+			}
+		}()
+	}
+	wg.Wait()
+	if c.Count() != 4000 || g.Counter("numRecordsIn") != c {
+		t.Fatalf("count %d, same counter %v", c.Count(), g.Counter("numRecordsIn") == c)
+	}
+	v := 1.5
+	g.Gauge("inPoolUsage", func() float64 { return v })
+	if m, ok := g.Get("inPoolUsage"); !ok || m.Value() != 1.5 || m.Kind() != KindGauge {
+		t.Fatalf("gauge %v %v", m, ok)
+	}
+	if got := g.Names(); len(got) != 2 || got[0] != "numRecordsIn" {
+		t.Fatalf("names %v", got)
+	}
+	other := r.Group(ScopeTask, Label{LabelJobID, "j2"})
+	if got := r.Find(ScopeTask, Label{LabelJobID, "j1"}); len(got) != 1 || got[0] != g {
+		t.Fatalf("find %v", got)
+	}
+	r.Remove(g)
+	if got := r.Groups(); len(got) != 1 || got[0] != other {
+		t.Fatalf("groups after remove %v", got)
+	}
+	defer func() {
+		if recover() == nil {
+			t.Fatal("registering a name as another kind did not panic")
+		}
+	}()
+	g.Histogram("numRecordsIn", 0)
+}
+
+func TestMeterRate(t *testing.T) {
+	now := time.Unix(1000, 0)
+	r := NewRegistryClock(func() time.Time { return now })
+	var n int64
+	m := r.Group(ScopeTask).Meter("numRecordsInPerSecond", func() int64 { return n })
+	if m.Rate() != 0 {
+		t.Fatal("rate before two samples")
+	}
+	for range 10 {
+		now = now.Add(time.Second)
+		n += 100
+		r.Sample()
+	}
+	if got := m.Rate(); got != 100 {
+		t.Fatalf("rate %v, want 100", got)
+	}
+	// After the window, old samples drop out: the rate follows the new pace.
+	for range 70 {
+		now = now.Add(time.Second)
+		n += 10
+		r.Sample()
+	}
+	if got := m.Rate(); got != 10 {
+		t.Fatalf("rate %v, want 10", got)
+	}
+}
+
+func TestHistogramQuantiles(t *testing.T) {
+	h := (&Registry{now: time.Now}).Group(ScopeJob).Histogram("checkpointDuration", 100)
+	for i := 1; i <= 250; i++ {
+		h.Update(float64(i))
+	}
+	s := h.Snapshot()
+	if s.Count != 250 || s.Len() != 100 || s.Min != 151 || s.Max != 250 {
+		t.Fatalf("snapshot count %d len %d min %v max %v", s.Count, s.Len(), s.Min, s.Max)
+	}
+	prev := s.Min
+	for _, q := range []float64{0, 0.5, 0.9, 0.95, 0.99, 0.999, 1} {
+		v := s.Quantile(q)
+		if v < prev || v > s.Max {
+			t.Fatalf("quantile %v = %v not monotone (prev %v)", q, v, prev)
+		}
+		prev = v
+	}
+	if got := s.Quantile(0.5); got != 200.5 {
+		t.Fatalf("median %v", got)
+	}
+	if e := Summarize(nil, 0); e.Quantile(0.5) != 0 || e.Mean != 0 {
+		t.Fatal("empty summary")
+	}
+}

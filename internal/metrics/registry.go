@@ -1,0 +1,190 @@
+package metrics
+
+import (
+	"fmt"
+	"slices"
+	"sync"
+	"time"
+)
+
+// Label is one name=value pair of a group.
+type Label struct{ Name, Value string }
+
+// Group is the metrics of one scope and label set: one job, one subtask,
+// one operator of a subtask. Registering a name twice returns the metric
+// registered first (for the same kind) so that a restarted task may
+// register again.
+type Group struct {
+	scope  string
+	labels []Label
+	now    func() time.Time
+
+	mu      sync.RWMutex
+	names   []string // registration order
+	metrics map[string]Metric
+}
+
+// Scope is the group's scope, such as ScopeTask.
+func (g *Group) Scope() string { return g.scope }
+
+// Labels are the group's labels, in registration order. The caller must
+// not modify them.
+func (g *Group) Labels() []Label { return g.labels }
+
+// Label is the value of the label called name, "" if there is none.
+func (g *Group) Label(name string) string {
+	for _, l := range g.labels {
+		if l.Name == name {
+			return l.Value
+		}
+	}
+	return ""
+}
+
+// Counter registers (or returns) the counter called name.
+func (g *Group) Counter(name string) *Counter {
+	return register(g, name, func() *Counter { return &Counter{} })
+}
+
+// Gauge registers a gauge called name that reads f. A second Gauge of the
+// same name replaces the function.
+func (g *Group) Gauge(name string, f func() float64) *Gauge {
+	gg := register(g, name, func() *Gauge { return &Gauge{f: f} })
+	g.mu.Lock()
+	gg.f = f
+	g.mu.Unlock()
+	return gg
+}
+
+// Meter registers (or returns) a meter called name: the rate per second of
+// count over DefaultMeterWindow.
+func (g *Group) Meter(name string, count func() int64) *Meter {
+	return register(g, name, func() *Meter { return &Meter{count: count, now: g.now, window: DefaultMeterWindow} })
+}
+
+// Histogram registers (or returns) a histogram called name keeping the
+// last window values (DefaultHistogramWindow if window <= 0).
+func (g *Group) Histogram(name string, window int) *Histogram {
+	if window <= 0 {
+		window = DefaultHistogramWindow
+	}
+	return register(g, name, func() *Histogram { return &Histogram{values: make([]float64, window)} })
+}
+
+func register[M Metric](g *Group, name string, create func() M) M {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if m, ok := g.metrics[name]; ok {
+		if mm, ok := m.(M); ok {
+			return mm
+		}
+		panic(fmt.Sprintf("metrics: %s %q registered again as a %s", m.Kind(), name, create().Kind()))
+	}
+	m := create()
+	g.metrics[name] = m
+	g.names = append(g.names, name)
+	return m
+}
+
+// Get returns the metric called name.
+func (g *Group) Get(name string) (Metric, bool) {
+	g.mu.RLock()
+	defer g.mu.RUnlock()
+	m, ok := g.metrics[name]
+	return m, ok
+}
+
+// Names lists the group's metrics in registration order.
+func (g *Group) Names() []string {
+	g.mu.RLock()
+	defer g.mu.RUnlock()
+	return slices.Clone(g.names)
+}
+
+// Each calls f for every metric of the group, in registration order.
+func (g *Group) Each(f func(name string, m Metric)) {
+	g.mu.RLock()
+	names := slices.Clone(g.names)
+	ms := make([]Metric, len(names))
+	for i, n := range names {
+		ms[i] = g.metrics[n]
+	}
+	g.mu.RUnlock()
+	for i, n := range names {
+		f(n, ms[i])
+	}
+}
+
+// Registry holds groups. Its methods are safe for concurrent use.
+type Registry struct {
+	now func() time.Time
+
+	mu     sync.RWMutex
+	groups []*Group
+}
+
+// NewRegistry returns an empty registry whose meters use the system
+// clock.
+func NewRegistry() *Registry { return NewRegistryClock(time.Now) }
+
+// NewRegistryClock returns an empty registry whose meters read now.
+func NewRegistryClock(now func() time.Time) *Registry { return &Registry{now: now} }
+
+// Group registers a new group of scope with labels. Two groups may share
+// scope and labels (a restarted task registers anew after the old one was
+// removed); readers see them in registration order.
+func (r *Registry) Group(scope string, labels ...Label) *Group {
+	g := &Group{scope: scope, labels: slices.Clone(labels), now: r.now, metrics: map[string]Metric{}}
+	r.mu.Lock()
+	r.groups = append(r.groups, g)
+	r.mu.Unlock()
+	return g
+}
+
+// Remove unregisters groups (a deployment's tasks when it ends).
+func (r *Registry) Remove(groups ...*Group) {
+	r.mu.Lock()
+	r.groups = slices.DeleteFunc(r.groups, func(g *Group) bool { return slices.Contains(groups, g) })
+	r.mu.Unlock()
+}
+
+// Groups lists the registered groups in registration order.
+func (r *Registry) Groups() []*Group {
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	return slices.Clone(r.groups)
+}
+
+// Find lists the groups of scope whose labels include every label of
+// match.
+func (r *Registry) Find(scope string, match ...Label) []*Group {
+	var out []*Group
+	for _, g := range r.Groups() {
+		if g.scope != scope {
+			continue
+		}
+		ok := true
+		for _, l := range match {
+			if g.Label(l.Name) != l.Value {
+				ok = false
+				break
+			}
+		}
+		if ok {
+			out = append(out, g)
+		}
+	}
+	return out
+}
+
+// Sample samples every meter, so rates stay accurate between readings.
+// The owner of the registry calls it about once a second.
+func (r *Registry) Sample() {
+	for _, g := range r.Groups() {
+		g.Each(func(_ string, m Metric) {
+			if mm, ok := m.(*Meter); ok {
+				mm.Sample()
+			}
+		})
+	}
+}

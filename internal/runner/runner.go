@@ -755,6 +755,16 @@ func (d *driver) writeMetadata(a coordinator.WriteMetadata[taskState]) {
 		cp.Operators = append(cp.Operators, *ops[uid])
 	}
 	cp.FullBytes = cp.FullSize()
+	for _, t := range a.Stats.Tasks {
+		name := d.names[t.Task]
+		if i := strings.LastIndex(name, " ("); i >= 0 {
+			name = name[:i]
+		}
+		cp.Tasks = append(cp.Tasks, metadata.TaskStats{Vertex: t.Task.Vertex, Name: name, Subtask: t.Task.Subtask,
+			EndToEnd: t.EndToEnd.Milliseconds(), StartDelay: t.Stats.StartDelay.Milliseconds(),
+			Alignment: t.Stats.Alignment.Milliseconds(), Sync: t.Stats.Sync.Milliseconds(), Async: t.Stats.Async.Milliseconds(),
+			Bytes: t.Stats.Bytes, PersistedBytes: t.Stats.PersistedBytes, Unaligned: t.Stats.Unaligned})
+	}
 	d.pending[a.ID] = cp
 	payload, err := metadata.Encode(cp)
 	ch := make(chan struct{})

@@ -45,6 +45,33 @@ type Checkpoint struct {
 	PersistedBytes    int64 `json:"persistedBytes,omitempty"`
 	// Operators are sorted by UID.
 	Operators []Operator `json:"operators"`
+	// Tasks are every subtask's checkpoint statistics, by vertex and
+	// subtask (absent in checkpoints of older versions): what `weir
+	// doctor` reads for a job that no longer runs.
+	Tasks []TaskStats `json:"tasks,omitempty"`
+}
+
+// TaskStats is one subtask's part of a checkpoint, as the coordinator saw
+// its acknowledgement. Durations are in milliseconds.
+type TaskStats struct {
+	// Vertex is the job vertex's position in the job graph, Name its name
+	// (the chained operators' names), Subtask the subtask index.
+	Vertex  int    `json:"vertex"`
+	Name    string `json:"name"`
+	Subtask int    `json:"subtask"`
+	// EndToEnd runs from the trigger to the acknowledgement; StartDelay
+	// to the first barrier; Alignment is how long inputs were blocked;
+	// Sync and Async are the snapshot phases.
+	EndToEnd   int64 `json:"endToEndMs"`
+	StartDelay int64 `json:"startDelayMs"`
+	Alignment  int64 `json:"alignmentMs"`
+	Sync       int64 `json:"syncMs"`
+	Async      int64 `json:"asyncMs"`
+	// Bytes is what the subtask uploaded, PersistedBytes the in-flight
+	// data among it.
+	Bytes          int64 `json:"bytes"`
+	PersistedBytes int64 `json:"persistedBytes,omitempty"`
+	Unaligned      bool  `json:"unaligned,omitempty"`
 }
 
 // Operator is the state of every subtask of one operator.

@@ -108,7 +108,7 @@ func TestUsageErrors(t *testing.T) {
 		want []string
 	}{
 		{"unknown job", []string{"run", "nosuch"},
-			[]string{`unknown job "nosuch"`, "valid jobs: counter, wordcount", "weir run --help"}},
+			[]string{`unknown job "nosuch"`, "valid jobs: counter, troubled, wordcount", "weir run --help"}},
 		{"misspelt job", []string{"run", "wordcont", "--input", "x"},
 			[]string{`unknown job "wordcont"`, `did you mean "wordcount"?`}},
 		{"missing job", []string{"run"}, []string{"missing job", "wordcount"}},

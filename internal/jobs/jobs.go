@@ -60,6 +60,14 @@ type LongDescriber interface {
 	LongDescription() string
 }
 
+// Defaulter is implemented by jobs that need configuration of their own,
+// such as a checkpoint interval: Defaults returns configuration keys and
+// values that apply unless the configuration (--config, --set) sets the
+// key itself.
+type Defaulter interface {
+	Defaults() map[string]string
+}
+
 // Registry is a set of jobs by name. It is not safe for concurrent
 // modification; reading it from several goroutines is fine.
 type Registry struct {
@@ -72,6 +80,7 @@ func Builtin() *Registry {
 	r := &Registry{}
 	r.Add(NewWordCount)
 	r.Add(NewCounter)
+	r.Add(NewTroubled)
 	return r
 }
 

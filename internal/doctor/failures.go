@@ -52,7 +52,7 @@ func (d *diagnosis) expired() (Finding, bool) {
 	if c := d.in.Config; c.Known && c.Timeout > 0 {
 		timeout = fmt.Sprintf("the %s timeout (execution.checkpointing.timeout)", fmtDur(c.Timeout))
 	}
-	f.Evidence = fmt.Sprintf("%d checkpoints expired: they were not complete %s after their trigger.", len(exp), timeout)
+	f.Evidence = fmt.Sprintf("%d checkpoint%s expired: not complete %s after the trigger.", len(exp), plural(len(exp)), timeout)
 	switch {
 	case len(order) > 0:
 		slices.SortStableFunc(order, func(a, b SubtaskRef) int {

@@ -68,6 +68,9 @@ func FromJob(j *monitor.Job, n int) Input {
 		if c.Savepoint || c.Status == stats.InProgress {
 			continue
 		}
+		if r := classifyFailure(c.FailureMessage).Reason; c.Status == stats.Failed && !counted(r) && r != ReasonSubsumed {
+			continue // the job was canceled or failing over: not the checkpoint's fault
+		}
 		hist = append(hist, c)
 	}
 	if len(hist) > n {
@@ -91,9 +94,6 @@ func FromJob(j *monitor.Job, n int) Input {
 			continue
 		}
 		f := classifyFailure(c.FailureMessage)
-		if !counted(f.Reason) && f.Reason != ReasonSubsumed {
-			continue // the job was canceled or failing over: not the checkpoint's fault
-		}
 		f.ID, f.Time, f.Acked = c.ID, c.FailureTime, subs
 		if f.Reason == ReasonExpired {
 			f.Pending, f.PendingKnown = missing(in.Vertices, subs), true

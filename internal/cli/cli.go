@@ -147,6 +147,7 @@ configuration problems, 130 interrupted by SIGINT or SIGTERM.`,
 	root.SetFlagErrorFunc(a.flagError)
 	root.AddCommand(a.runCommand(), a.jobsCommand(), a.configCommand(), a.benchCommand())
 	root.AddCommand(a.checkpointsCommand(), a.nexmarkCommand())
+	root.AddCommand(a.doctorCommand())
 	return root
 }
 

@@ -178,8 +178,11 @@ func resolveJobDir(ctx context.Context, dir, job string) (root, jobDir string, e
 		}
 	}
 	s, err := storage.OpenExisting(ctx, dir)
+	if errors.Is(err, storage.ErrNotFound) {
+		return "", "", fmt.Errorf("%w: checkpoint directory %s does not exist", ErrNoCheckpoints, dir)
+	}
 	if err != nil {
-		return "", "", fmt.Errorf("checkpoint directory %s: %w", dir, err)
+		return "", "", err
 	}
 	defer s.Close()
 	jobs, err := s.ListJobs(ctx)

@@ -143,3 +143,40 @@ func TestWordCountParallelismInvariant(t *testing.T) {
 		}
 	}
 }
+
+func TestTroubledValidateAndDefaults(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{nil, "--induce: choose the problem"},
+		{[]string{"--induce", "nosuch"}, `--induce "nosuch": must be one of backpressure, skew`},
+		{[]string{"--induce", "skew", "--duration", "-1s"}, "--duration -1s"},
+	} {
+		j := NewTroubled().(*Troubled)
+		fs := pflag.NewFlagSet("troubled", pflag.ContinueOnError)
+		j.RegisterFlags(fs)
+		if err := fs.Parse(tc.args); err != nil {
+			t.Fatal(err)
+		}
+		if err := j.Validate(); err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%v: Validate() = %v, want %q", tc.args, err, tc.want)
+		}
+	}
+	for _, p := range TroubledProblems {
+		j := NewTroubled().(*Troubled)
+		j.SetInduce(p)
+		if err := j.Validate(); err != nil {
+			t.Errorf("%s: %v", p, err)
+		}
+		var d Defaulter = j
+		if d.Defaults()["execution.checkpointing.interval"] == "" {
+			t.Errorf("%s: no checkpoint interval among the defaults", p)
+		}
+		// Without checkpointing the job says what to set.
+		err := j.Build(weir.NewEnvironment(weir.Options{}), io.Discard)
+		if err == nil || !strings.Contains(err.Error(), "--set execution.checkpointing.interval=") {
+			t.Errorf("%s without checkpointing: %v", p, err)
+		}
+	}
+}

@@ -131,8 +131,13 @@ func (t *Troubled) Defaults() map[string]string {
 // Build implements Job.
 func (t *Troubled) Build(env *weir.Environment, _ io.Writer) error {
 	if env.Options().Checkpoint.Interval <= 0 {
-		return fmt.Errorf("--induce %s needs checkpointing: set execution.checkpointing.interval (e.g. --set execution.checkpointing.interval=%s)",
-			t.induce, t.Defaults()["execution.checkpointing.interval"])
+		var sets []string
+		for k, v := range t.Defaults() {
+			sets = append(sets, "--set "+k+"="+strings.ReplaceAll(v, " ", ""))
+		}
+		slices.Sort(sets)
+		return fmt.Errorf("--induce %s needs checkpointing and the configuration that shows the problem: %s",
+			t.induce, strings.Join(sets, " "))
 	}
 	var until time.Time
 	if t.duration > 0 {

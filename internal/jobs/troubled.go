@@ -107,10 +107,16 @@ func (t *Troubled) Defaults() map[string]string {
 		"execution.checkpointing.num-retained": "10",
 	}
 	switch t.induce {
-	case "backpressure", "skew":
+	case "backpressure":
 		// Small buffers keep the data in flight, and so the barriers'
 		// wait behind it, in the hundreds of milliseconds.
 		d["taskmanager.memory.segment-size"] = "4 kb"
+	case "skew":
+		// Smaller buffers, but more of them per channel: the first
+		// barrier waits for a buffer or two at most, the last one for a
+		// full channel.
+		d["taskmanager.memory.segment-size"] = "2 kb"
+		d["taskmanager.network.memory.buffers-per-channel"] = "8"
 	case "slow-async":
 		d["execution.checkpointing.interval"] = "200 ms"
 	case "growth":

@@ -64,6 +64,7 @@ const (
 
 // Checkpoint is one completed checkpoint.
 type Checkpoint struct {
+	// ID is the checkpoint's id.
 	ID int64 `json:"id"`
 	// TriggerTime and CompletionTime are when it was triggered and
 	// completed (zero if unknown).
@@ -84,6 +85,7 @@ type Checkpoint struct {
 
 // Subtask is one subtask's acknowledgement of a checkpoint.
 type Subtask struct {
+	// Vertex is the job vertex's index, Index the subtask's.
 	Vertex int `json:"vertex"`
 	Index  int `json:"subtask"`
 	// EndToEnd runs from the trigger to the acknowledgement; StartDelay
@@ -112,14 +114,17 @@ func (s Subtask) Ref() SubtaskRef { return SubtaskRef{Vertex: s.Vertex, Index: s
 
 // SubtaskRef names a subtask.
 type SubtaskRef struct {
+	// Vertex is the job vertex's index, Index the subtask's.
 	Vertex int `json:"vertex"`
 	Index  int `json:"subtask"`
 }
 
+// String renders the reference as the coordinator's logs do: "vertex/index".
 func (r SubtaskRef) String() string { return fmt.Sprintf("%d/%d", r.Vertex, r.Index) }
 
 // Failure is one failed checkpoint.
 type Failure struct {
+	// ID is the checkpoint's id, Time when it failed (zero if unknown).
 	ID   int64     `json:"id"`
 	Time time.Time `json:"time"`
 	// Reason is the coordinator's short reason: ReasonExpired,

@@ -61,6 +61,7 @@ func (s Severity) rank() int {
 
 // Finding is one diagnosed problem.
 type Finding struct {
+	// Cause is what the finding blames, Severity how bad it is.
 	Cause    Cause    `json:"cause"`
 	Severity Severity `json:"severity"`
 	// Checkpoints are the ids of the checkpoints that show it, ascending.
@@ -86,6 +87,8 @@ type Finding struct {
 
 // Report is the doctor's answer.
 type Report struct {
+	// Job, Source and Location are the Input's: the job's name, live or
+	// offline, and the checkpoint directory or job id read.
 	Job      string `json:"job"`
 	Source   string `json:"source"`
 	Location string `json:"location,omitempty"`

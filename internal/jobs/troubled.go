@@ -28,8 +28,8 @@ type Troubled struct {
 
 var _ Job = (*Troubled)(nil)
 
-// Problems Troubled can induce, in the order `weir run troubled --help`
-// lists them.
+// TroubledProblems are the problems Troubled can induce, in the order
+// `weir run troubled --help` lists them.
 var TroubledProblems = []string{"backpressure", "skew", "slow-sync", "slow-async", "growth", "expire", "decline"}
 
 // NewTroubled returns the troubled job; --induce must be set.

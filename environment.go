@@ -222,7 +222,12 @@ func (e *Environment) execute(ctx context.Context, name string) (runner.Result, 
 	if why != "" && enabled {
 		e.opts.Logger.Warn(why, "job", name)
 	}
+	// One run per job directory: a run that loses the lock is cancelled.
+	ctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	mon := e.newMonitor(name, jg, cancel)
 	cfg := runner.Config{
+		Monitor: mon,
 		JobName: name, Graph: jg, Task: e.taskOptions(name), Enabled: enabled, SkipChannelStateID: co.RecoverWithoutChannelState,
 		Retention: runner.Retention(co.Retention),
 		Checkpoint: coordinator.Config{Interval: co.Interval, MinPause: co.MinPause, MaxConcurrent: co.MaxConcurrent,
@@ -232,9 +237,6 @@ func (e *Environment) execute(ctx context.Context, name string) (runner.Result, 
 		Status: statusFunc(e.opts.OnStatus, metrics), StatusInterval: e.opts.StatusInterval,
 		Manual: e.manual, OnCompleted: completedFunc(e.opts.OnCheckpointComplete, metrics),
 	}
-	// One run per job directory: a run that loses the lock is cancelled.
-	ctx, cancel := context.WithCancelCause(ctx)
-	defer cancel(nil)
 	jl := e.opts.JobLock
 	st, err := runner.OpenStorage(ctx, &cfg, runner.StorageOptions{Dir: co.Dir, RestorePath: co.RestorePath,
 		Force: jl.Force, LeaseDuration: jl.LeaseDuration, RenewInterval: jl.RenewInterval,
@@ -246,9 +248,16 @@ func (e *Environment) execute(ctx context.Context, name string) (runner.Result, 
 	if cfg.Restart, err = restart.New(e.opts.Restart.config(enabled), nil); err != nil {
 		return runner.Result{}, err
 	}
+	cfg.Task.JobID = mon.ID
+	if e.opts.REST.Enabled {
+		cfg.Task.Metrics = mon.Metrics
+	}
 	res, err := runner.Run(ctx, cfg)
 	if lerr := st.LockErr(); lerr != nil && err != nil {
 		return res, fmt.Errorf("job %q stopped: %w", name, lerr)
+	}
+	if err != nil && errors.Is(context.Cause(ctx), ErrCanceled) {
+		return res, fmt.Errorf("job %q: %w", name, ErrCanceled)
 	}
 	return res, err
 }

@@ -202,8 +202,12 @@ func (j *Job) SetControls(c Controls) {
 	j.mu.Unlock()
 }
 
-// SetState moves the job to s.
+// SetState moves the job to s; once terminal, the state stays. A nil Job
+// ignores it (as Failed and Deployed do).
 func (j *Job) SetState(s State) {
+	if j == nil {
+		return
+	}
 	t := j.now()
 	j.mu.Lock()
 	defer j.mu.Unlock()
@@ -220,7 +224,7 @@ func (j *Job) SetState(s State) {
 
 // Failed records a failure: a restart's cause or the final error.
 func (j *Job) Failed(err error) {
-	if err == nil {
+	if j == nil || err == nil {
 		return
 	}
 	t := j.now()
@@ -236,6 +240,9 @@ func (j *Job) Failed(err error) {
 // Deployed records the current deployment (nil between attempts);
 // restart counts it as a restart.
 func (j *Job) Deployed(d Deployment, restart bool) {
+	if j == nil {
+		return
+	}
 	j.mu.Lock()
 	defer j.mu.Unlock()
 	j.deployment = d

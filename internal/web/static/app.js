@@ -529,7 +529,7 @@
       refs.g.dataset.backpressure = level;
       refs.g.dataset.status = v.status || '';
       refs.g.setAttribute('class', `vertex bp-${level}${state.selectedVertex === id ? ' selected' : ''}`);
-      refs.name.textContent = truncate(v.name || id, 30);
+      refs.name.textContent = truncate(v.name || id, 27);
       refs.title.textContent = `${v.name || id}\n${refs.description}`.trim();
       refs.meta.textContent = `parallelism ${v.parallelism ?? '?'} · ${v.status || '—'}`;
       // A source reads no records from the job's channels: it only writes.

@@ -8,7 +8,6 @@ package monitor
 
 import (
 	"context"
-	"crypto/md5"
 	"crypto/rand"
 	"encoding/hex"
 	"errors"
@@ -69,16 +68,9 @@ type Input struct {
 	ShipStrategy string
 }
 
-// VertexID derives a vertex's REST id from its head operator's uid (or
-// name and position when it has none).
-func VertexID(job string, v *graph.Vertex) string {
-	key := v.Head().UID
-	if key == "" {
-		key = fmt.Sprintf("%s/%d/%s", job, v.ID, v.Head().Name)
-	}
-	sum := md5.Sum([]byte(key))
-	return hex.EncodeToString(sum[:])
-}
+// VertexID is a vertex's REST id (graph.VertexUID): derived from its head
+// operator's uid, or its name and position when it has none.
+func VertexID(job string, v *graph.Vertex) string { return graph.VertexUID(job, v) }
 
 // Vertices describes a job graph's vertices.
 func Vertices(job string, g *graph.JobGraph) []Vertex {

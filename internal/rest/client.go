@@ -48,6 +48,7 @@ type APIError struct {
 	Errors       []string
 }
 
+// Error is "<method> <path>: <status> <text>: <messages>".
 func (e *APIError) Error() string {
 	msg := strings.Join(e.Errors, "; ")
 	if msg == "" {
@@ -200,6 +201,7 @@ type CheckpointFailedError struct {
 	Class, Message string
 }
 
+// Error is "checkpoint failed: <message>".
 func (e *CheckpointFailedError) Error() string { return "checkpoint failed: " + e.Message }
 
 // AwaitCheckpoint polls trigger triggerID of jobID every poll until the

@@ -81,7 +81,7 @@ func numSubtasks(j *monitor.Job) int {
 	return n
 }
 
-// maxParallelism is the largest vertex parallelism (the slots the job
+// jobParallelism is the largest vertex parallelism (the slots the job
 // takes) or, with max, the largest max parallelism.
 func jobParallelism(j *monitor.Job, maxParallelism bool) int {
 	p := 0
@@ -148,16 +148,16 @@ func vertexTimes(st monitor.Status, now time.Time) (start, end, duration int64) 
 func jobDetails(j *monitor.Job, st monitor.Status, now time.Time, io func(monitor.Vertex) IOMetrics) JobDetails {
 	start, end, d := jobTimes(st, now)
 	state := executionState(st.State)
-	d2 := JobDetails{JID: j.ID, Name: j.Name, State: string(st.State), JobType: "STREAMING", StartTime: start,
+	out := JobDetails{JID: j.ID, Name: j.Name, State: string(st.State), JobType: "STREAMING", StartTime: start,
 		EndTime: end, Duration: d, MaxParallelism: jobParallelism(j, true), Now: now.UnixMilli(),
 		Timestamps: make(map[string]int64, len(JobStatuses)), Vertices: []JobVertex{},
 		StatusCounts: stateCounts(state, len(j.Vertices)),
 		Plan:         JobPlan{JID: j.ID, Name: j.Name, Type: "STREAMING", Nodes: []PlanNode{}}}
 	for _, s := range JobStatuses {
-		d2.Timestamps[s] = 0
+		out.Timestamps[s] = 0
 	}
 	for s, t := range st.Timestamps {
-		d2.Timestamps[string(s)] = ms(t)
+		out.Timestamps[string(s)] = ms(t)
 	}
 	vs, ve, vd := vertexTimes(st, now)
 	byIndex := map[int]string{}
@@ -165,7 +165,7 @@ func jobDetails(j *monitor.Job, st monitor.Status, now time.Time, io func(monito
 		byIndex[v.Index] = v.ID
 	}
 	for _, v := range j.Vertices {
-		d2.Vertices = append(d2.Vertices, JobVertex{ID: v.ID, Name: v.Name, MaxParallelism: v.MaxParallelism,
+		out.Vertices = append(out.Vertices, JobVertex{ID: v.ID, Name: v.Name, MaxParallelism: v.MaxParallelism,
 			Parallelism: v.Parallelism, Status: state, StartTime: vs, EndTime: ve, Duration: vd,
 			Tasks: stateCounts(state, v.Parallelism), Metrics: io(v)})
 		node := PlanNode{ID: v.ID, Parallelism: v.Parallelism, Description: description(v),
@@ -174,9 +174,9 @@ func jobDetails(j *monitor.Job, st monitor.Status, now time.Time, io func(monito
 			node.Inputs = append(node.Inputs, PlanInput{Num: i, ID: byIndex[in.Vertex], ShipStrategy: in.ShipStrategy,
 				Exchange: "pipelined_bounded"})
 		}
-		d2.Plan.Nodes = append(d2.Plan.Nodes, node)
+		out.Plan.Nodes = append(out.Plan.Nodes, node)
 	}
-	return d2
+	return out
 }
 
 // description names a vertex's chained operators, head first, as Flink's

@@ -223,8 +223,9 @@ func (s *Server) jobList() []*monitor.Job {
 // Close stops the server: it stops listening, lets the requests in
 // flight finish for a short grace period and then cuts them off, cancels
 // the checkpoints triggered through the API that are still running and
-// waits for them. It returns once everything the server started has
-// ended; calling it again returns the first result.
+// waits for them (the job's TriggerCheckpoint control must return once
+// its context is cancelled). It returns once everything the server
+// started has ended; calling it again returns the first result.
 func (s *Server) Close() error {
 	s.closeOnce.Do(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), shutdownGrace)

@@ -37,11 +37,12 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/weirstream/weir"
 	"github.com/weirstream/weir/internal/jobs"
 )
 
 // Version is the version `weir --version` prints.
-const Version = "0.1.0-dev"
+const Version = weir.Version
 
 // Exit codes of Main.
 const (

@@ -42,78 +42,34 @@ type Discovery struct {
 	StartTime int64 `json:"startTime"`
 }
 
-// ErrNoLocation is returned by WriteDiscovery and RemoveDiscovery for a
-// storage without a location (mem://, or one made with
-// storage.OpenBucket): they write through a bucket of their own, opened
-// at the storage's location.
-var ErrNoLocation = errors.New("the checkpoint storage has no location to write the discovery file to")
-
-// discoveryKey is the discovery file's key for jobDir, a job directory as
-// storage.SanitizeJob makes it.
-func discoveryKey(jobDir string) (string, error) {
-	if s, err := storage.SanitizeJob(jobDir); err != nil || s != jobDir {
-		return "", fmt.Errorf("discovery file: %q is not a job directory name", jobDir)
-	}
-	return jobDir + "/" + DiscoveryName, nil
-}
-
-// bucketOf opens a bucket at store's location. The job directory's
-// objects (chk-<n>, shared/) are the storage's to write; the discovery
-// file sits beside them, where storage.Storage has no method to write, so
-// it is written through this second handle on the same root.
-func bucketOf(ctx context.Context, store *storage.Storage) (storage.Bucket, error) {
-	loc := store.Location()
-	if loc == "" {
-		return nil, ErrNoLocation
-	}
-	return storage.OpenLocation(ctx, loc)
-}
-
 // WriteDiscovery writes d to the discovery file of jobDir (a job
 // directory name, storage.SanitizeJob's form) in store, replacing any
 // earlier one. The file appears whole or not at all.
 func WriteDiscovery(ctx context.Context, store *storage.Storage, jobDir string, d Discovery) error {
-	key, err := discoveryKey(jobDir)
-	if err != nil {
+	if err := checkJobDir(jobDir); err != nil {
 		return err
 	}
 	data, err := json.MarshalIndent(d, "", "  ")
 	if err != nil {
 		return fmt.Errorf("discovery file: %w", err)
 	}
-	b, err := bucketOf(ctx, store)
-	if err != nil {
-		return fmt.Errorf("write discovery file %s: %w", key, err)
-	}
-	defer b.Close()
-	w, err := b.NewWriter(ctx, key)
-	if err != nil {
-		return fmt.Errorf("write discovery file %s: %w", key, err)
-	}
-	if _, err := w.Write(append(data, '\n')); err != nil {
-		_ = w.Abort()
-		return fmt.Errorf("write discovery file %s: %w", key, err)
-	}
-	if err := w.Finish(); err != nil {
-		return fmt.Errorf("write discovery file %s: %w", key, err)
-	}
-	return nil
+	return store.WriteJobFile(ctx, jobDir, DiscoveryName, append(data, '\n'))
 }
 
 // RemoveDiscovery deletes the discovery file of jobDir; a missing file is
 // not an error.
 func RemoveDiscovery(ctx context.Context, store *storage.Storage, jobDir string) error {
-	key, err := discoveryKey(jobDir)
-	if err != nil {
+	if err := checkJobDir(jobDir); err != nil {
 		return err
 	}
-	b, err := bucketOf(ctx, store)
-	if err != nil {
-		return fmt.Errorf("remove discovery file %s: %w", key, err)
-	}
-	defer b.Close()
-	if err := b.Delete(ctx, key); err != nil && !errors.Is(err, storage.ErrNotFound) {
-		return fmt.Errorf("remove discovery file %s: %w", key, err)
+	return store.DeleteJobFile(ctx, jobDir, DiscoveryName)
+}
+
+// checkJobDir refuses names that are not job directories as
+// storage.SanitizeJob makes them.
+func checkJobDir(jobDir string) error {
+	if s, err := storage.SanitizeJob(jobDir); err != nil || s != jobDir {
+		return fmt.Errorf("discovery file: %q is not a job directory name", jobDir)
 	}
 	return nil
 }

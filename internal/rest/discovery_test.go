@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/weirstream/weir/internal/checkpoint/storage"
@@ -102,8 +103,11 @@ func TestDiscoveryErrors(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer mem.Close()
-	if err := WriteDiscovery(ctx, mem, "orders", Discovery{URL: "x"}); !errors.Is(err, ErrNoLocation) {
+	if err := WriteDiscovery(ctx, mem, "orders", Discovery{URL: "x"}); err != nil {
 		t.Errorf("mem:// storage: %v", err)
+	}
+	if data, err := mem.ReadJobFile(ctx, "orders", DiscoveryName); err != nil || !strings.Contains(string(data), `"url": "x"`) {
+		t.Errorf("mem:// discovery file %q: %v", data, err)
 	}
 
 	store, err := storage.Open(ctx, t.TempDir())

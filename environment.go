@@ -12,6 +12,7 @@ import (
 	"github.com/weirstream/weir/internal/clock"
 	"github.com/weirstream/weir/internal/graph"
 	"github.com/weirstream/weir/internal/keyed"
+	"github.com/weirstream/weir/internal/metrics"
 	"github.com/weirstream/weir/internal/restart"
 	"github.com/weirstream/weir/internal/runner"
 	"github.com/weirstream/weir/internal/task"
@@ -212,8 +213,8 @@ func (e *Environment) execute(ctx context.Context, name string) (runner.Result, 
 	}
 	co := e.opts.Checkpoint
 	enabled := co.Interval > 0
-	metrics := &keyed.Metrics{}
-	e.keyedConfig.Metrics = metrics
+	km := &keyed.Metrics{}
+	e.keyedConfig.Metrics = km
 	e.keyedConfig.MaterializeHook = e.hooks.materialize
 	if e.opts.Changelog.Enabled && !enabled {
 		e.opts.Logger.Warn("state.changelog.enabled has no effect without checkpoints: set execution.checkpointing.interval", "job", name)
@@ -222,19 +223,21 @@ func (e *Environment) execute(ctx context.Context, name string) (runner.Result, 
 	if why != "" && enabled {
 		e.opts.Logger.Warn(why, "job", name)
 	}
+	// One run per job directory: a run that loses the lock is cancelled.
+	ctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	mon := e.newMonitor(name, jg, cancel)
 	cfg := runner.Config{
+		Monitor: mon,
 		JobName: name, Graph: jg, Task: e.taskOptions(name), Enabled: enabled, SkipChannelStateID: co.RecoverWithoutChannelState,
 		Retention: runner.Retention(co.Retention),
 		Checkpoint: coordinator.Config{Interval: co.Interval, MinPause: co.MinPause, MaxConcurrent: co.MaxConcurrent,
 			Timeout: co.Timeout, TolerableFailures: co.TolerableFailures, NumRetained: co.NumRetained, Unaligned: unaligned,
 			AlignedTimeout: co.AlignedCheckpointTimeout},
 		Clock: e.clock(), Logger: e.opts.Logger.With("job", name), Hooks: e.hooks.runner,
-		Status: statusFunc(e.opts.OnStatus, metrics), StatusInterval: e.opts.StatusInterval,
-		Manual: e.manual, OnCompleted: completedFunc(e.opts.OnCheckpointComplete, metrics),
+		Status: statusFunc(e.opts.OnStatus, km), StatusInterval: e.opts.StatusInterval,
+		Manual: e.manual, OnCompleted: completedFunc(e.opts.OnCheckpointComplete, km),
 	}
-	// One run per job directory: a run that loses the lock is cancelled.
-	ctx, cancel := context.WithCancelCause(ctx)
-	defer cancel(nil)
 	jl := e.opts.JobLock
 	st, err := runner.OpenStorage(ctx, &cfg, runner.StorageOptions{Dir: co.Dir, RestorePath: co.RestorePath,
 		Force: jl.Force, LeaseDuration: jl.LeaseDuration, RenewInterval: jl.RenewInterval,
@@ -246,9 +249,23 @@ func (e *Environment) execute(ctx context.Context, name string) (runner.Result, 
 	if cfg.Restart, err = restart.New(e.opts.Restart.config(enabled), nil); err != nil {
 		return runner.Result{}, err
 	}
+	cfg.Task.JobID = mon.ID
+	if e.opts.REST.Enabled {
+		cfg.Task.Metrics = mon.Metrics
+		km.Register(mon.Metrics.Group(metrics.ScopeTaskManagerJob,
+			metrics.Label{Name: metrics.LabelJobID, Value: mon.ID}, metrics.Label{Name: metrics.LabelJobName, Value: name}))
+	}
+	srv, err := e.startREST(ctx, mon, cfg.Storage, cfg.JobDir)
+	if err != nil {
+		return runner.Result{}, err
+	}
+	defer srv.close()
 	res, err := runner.Run(ctx, cfg)
 	if lerr := st.LockErr(); lerr != nil && err != nil {
 		return res, fmt.Errorf("job %q stopped: %w", name, lerr)
+	}
+	if err != nil && errors.Is(context.Cause(ctx), ErrCanceled) {
+		return res, fmt.Errorf("job %q: %w", name, ErrCanceled)
 	}
 	return res, err
 }

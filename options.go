@@ -99,6 +99,10 @@ type Options struct {
 	// OnCheckpointComplete, if set, is called for every completed
 	// checkpoint, from the job's coordinator goroutine: return quickly.
 	OnCheckpointComplete func(CompletedCheckpoint)
+
+	// configKeys are the keys set explicitly in the configuration the
+	// options came from (OptionsFromConfig), shown by the REST API.
+	configKeys map[string]string
 }
 
 // RESTOptions configures the HTTP server a running job serves: Flink's
@@ -336,6 +340,7 @@ func OptionsFromConfig(c *config.Config) Options {
 		RenewInterval: c.Duration("execution.checkpointing.lock.renew-interval"),
 	}
 	o.Changelog = changelogFromConfig(c)
+	o.configKeys = c.Explicit()
 	o.REST = RESTOptions{
 		Enabled:        c.Bool("rest.enabled"),
 		BindAddress:    c.String("rest.bind-address"),

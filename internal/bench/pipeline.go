@@ -5,10 +5,17 @@ package bench
 import (
 	"context"
 	"fmt"
+	"runtime"
+	"slices"
 	"syscall"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	"github.com/weirstream/weir"
+	"github.com/weirstream/weir/internal/metrics"
+	"github.com/weirstream/weir/internal/metrics/prom"
+	"github.com/weirstream/weir/internal/task"
 	"github.com/weirstream/weir/sink"
 	"github.com/weirstream/weir/source"
 )
@@ -22,7 +29,10 @@ const (
 // PipelineResult is the outcome of one pipeline benchmark run. Its JSON form
 // is what `weir bench pipeline --json` prints.
 type PipelineResult struct {
-	Edge                 string  `json:"edge"`
+	Edge string `json:"edge"`
+	// Metrics: the tasks exported their metrics to a registry, scraped
+	// once a second.
+	Metrics              bool    `json:"metrics"`
 	Records              int64   `json:"records"`
 	Parallelism          int     `json:"parallelism"`
 	WallSeconds          float64 `json:"wallSeconds"`
@@ -52,8 +62,11 @@ func BuildPipeline(env *weir.Environment, edge string, records int64) error {
 }
 
 // RunPipeline runs the pipeline benchmark once and measures wall time and
-// the process's CPU time (user + system, all goroutines) around it.
-func RunPipeline(ctx context.Context, opts weir.Options, edge string, records int64) (PipelineResult, error) {
+// the process's CPU time (user + system, all goroutines) around it. With
+// withMetrics the tasks export their metrics to a registry (as a job with
+// the REST API or Prometheus endpoint does) that a scraper reads once a
+// second, its cost included.
+func RunPipeline(ctx context.Context, opts weir.Options, edge string, records int64, withMetrics bool) (PipelineResult, error) {
 	if records < 1 {
 		return PipelineResult{}, fmt.Errorf("records %d must be at least 1", records)
 	}
@@ -61,14 +74,24 @@ func RunPipeline(ctx context.Context, opts weir.Options, edge string, records in
 	if err := BuildPipeline(env, edge, records); err != nil {
 		return PipelineResult{}, err
 	}
+	var stopScraper func()
+	if withMetrics {
+		reg := metrics.NewRegistry()
+		ctx = task.WithMetrics(ctx, reg, "bench")
+		stopScraper = scrapeEverySecond(reg)
+	}
 	cpu0 := ProcessCPU()
 	t0 := time.Now()
-	if err := env.Execute(ctx, "bench-pipeline-"+edge); err != nil {
-		return PipelineResult{}, err
-	}
+	err := env.Execute(ctx, "bench-pipeline-"+edge)
 	wall := time.Since(t0).Seconds()
 	cpu := (ProcessCPU() - cpu0).Seconds()
-	r := PipelineResult{Edge: edge, Records: records, Parallelism: env.Options().Parallelism,
+	if stopScraper != nil {
+		stopScraper()
+	}
+	if err != nil {
+		return PipelineResult{}, err
+	}
+	r := PipelineResult{Edge: edge, Metrics: withMetrics, Records: records, Parallelism: env.Options().Parallelism,
 		WallSeconds: wall, CPUSeconds: cpu}
 	if wall > 0 {
 		r.RecordsPerSecond = float64(records) / wall
@@ -86,4 +109,94 @@ func ProcessCPU() time.Duration {
 		return 0
 	}
 	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+// scrapeEverySecond gathers reg as a Prometheus scrape would, once a
+// second, until the returned stop is called; stop returns once the
+// scraper's goroutine has.
+func scrapeEverySecond(reg *metrics.Registry) (stop func()) {
+	pr := prometheus.NewRegistry()
+	pr.MustRegister(prom.NewCollector(reg))
+	quit, done := make(chan struct{}), make(chan struct{})
+	go func() {
+		defer close(done)
+		tick := time.NewTicker(time.Second)
+		defer tick.Stop()
+		for {
+			select {
+			case <-tick.C:
+				_, _ = pr.Gather()
+			case <-quit:
+				return
+			}
+		}
+	}()
+	return func() { close(quit); <-done }
+}
+
+// PipelineABResult is the outcome of `weir bench pipeline --ab-metrics`:
+// the pipeline run alternately without and with metrics, and the medians
+// of each side's records per CPU-second. Its JSON form is what --json
+// prints.
+type PipelineABResult struct {
+	Edge        string `json:"edge"`
+	Records     int64  `json:"records"`
+	Parallelism int    `json:"parallelism"`
+	// Off and On are the records per CPU-second of every run without and
+	// with metrics, in the order they ran (off first in each round).
+	Off []float64 `json:"off"`
+	On  []float64 `json:"on"`
+	// OffMedian and OnMedian are their medians, Ratio OnMedian/OffMedian:
+	// 0.97 means metrics cost 3% of the throughput per core.
+	OffMedian float64 `json:"offMedian"`
+	OnMedian  float64 `json:"onMedian"`
+	Ratio     float64 `json:"ratio"`
+}
+
+// RunPipelineAB runs the pipeline once to warm up, then rounds times
+// without and with metrics alternately (off, on, off, on, ...), so that
+// drift in the machine's speed hits both sides alike, and compares the
+// medians of their records per CPU-second.
+func RunPipelineAB(ctx context.Context, opts weir.Options, edge string, records int64, rounds int) (PipelineABResult, error) {
+	if rounds < 1 {
+		return PipelineABResult{}, fmt.Errorf("rounds %d must be at least 1", rounds)
+	}
+	run := func(withMetrics bool) (float64, error) {
+		runtime.GC() // the previous run's garbage is not this one's cost
+		r, err := RunPipeline(ctx, opts, edge, records, withMetrics)
+		return r.RecordsPerCoreSecond, err
+	}
+	if _, err := run(false); err != nil {
+		return PipelineABResult{}, err
+	}
+	res := PipelineABResult{Edge: edge, Records: records, Parallelism: max(opts.Parallelism, 1)}
+	for range rounds {
+		off, err := run(false)
+		if err != nil {
+			return PipelineABResult{}, err
+		}
+		on, err := run(true)
+		if err != nil {
+			return PipelineABResult{}, err
+		}
+		res.Off, res.On = append(res.Off, off), append(res.On, on)
+	}
+	res.OffMedian, res.OnMedian = median(res.Off), median(res.On)
+	if res.OffMedian > 0 {
+		res.Ratio = res.OnMedian / res.OffMedian
+	}
+	return res, nil
+}
+
+func median(vs []float64) float64 {
+	s := slices.Clone(vs)
+	slices.Sort(s)
+	n := len(s)
+	if n == 0 {
+		return 0
+	}
+	if n%2 == 1 {
+		return s[n/2]
+	}
+	return (s[n/2-1] + s[n/2]) / 2
 }

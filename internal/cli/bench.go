@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"strings"
 	"text/tabwriter"
 
 	"github.com/spf13/cobra"
@@ -19,6 +20,7 @@ import (
 const (
 	defaultBenchRecords = 50_000_000
 	defaultBenchEdge    = bench.EdgeChained
+	defaultBenchRounds  = 5
 )
 
 // benchCommand is `weir bench`, grouping the benchmarks.
@@ -42,6 +44,9 @@ func (a *app) benchPipelineCommand() *cobra.Command {
 		records     int64
 		parallelism int
 		asJSON      bool
+		withMetrics bool
+		abMetrics   bool
+		rounds      int
 	)
 	c := &cobra.Command{
 		Use:   "pipeline [flags]",
@@ -53,12 +58,20 @@ operator at --parallelism. With --edge chained every operator is chained
 the filter, so every record is serialized, sent through the network stack and
 deserialized.
 
+With --metrics (the default) the tasks export their metrics, as a job
+serving the REST API or Prometheus endpoint does, and a scraper reads them
+once a second; --metrics=false runs without. --ab-metrics measures what
+they cost: after a warm-up run it runs the pipeline --rounds times without
+and with metrics, alternately, and prints each side's median records per
+CPU-second and their ratio (with over without).
+
 It prints wall time, CPU time (user + system, whole process) and records per
 second and per CPU-second; with --json exactly one JSON object and nothing
 else on standard output. Logs go to standard error at level warn unless
 --log-level is given.`,
-		Example: `  weir bench pipeline --edge rebalance --records 10000000 --parallelism 2 --json`,
-		Args:    noArgs,
+		Example: `  weir bench pipeline --edge rebalance --records 10000000 --parallelism 2 --json
+  weir bench pipeline --edge rebalance --ab-metrics --rounds 10`,
+		Args: noArgs,
 		RunE: func(c *cobra.Command, _ []string) error {
 			logger, problems := a.benchSetup(c, parallelism)
 			if edge != bench.EdgeChained && edge != bench.EdgeRebalance {
@@ -67,13 +80,26 @@ else on standard output. Logs go to standard error at level warn unless
 			if records < 1 {
 				problems = append(problems, fmt.Errorf("--records %d: must be at least 1", records))
 			}
+			if rounds < 1 {
+				problems = append(problems, fmt.Errorf("--rounds %d: must be at least 1", rounds))
+			}
+			if abMetrics && c.Flags().Changed("metrics") {
+				problems = append(problems, errors.New("--ab-metrics runs both with and without metrics: drop --metrics"))
+			}
 			if len(problems) > 0 {
 				return usageError(problems...)
 			}
 			opts := weir.Options{Parallelism: parallelism, Logger: logger}
+			if abMetrics {
+				return runBench(a, c, logger, "bench-pipeline-"+edge, asJSON,
+					func(ctx context.Context) (bench.PipelineABResult, error) {
+						return bench.RunPipelineAB(ctx, opts, edge, records, rounds)
+					},
+					func(r bench.PipelineABResult) error { return printPipelineAB(a, r) })
+			}
 			return runBench(a, c, logger, "bench-pipeline-"+edge, asJSON,
 				func(ctx context.Context) (bench.PipelineResult, error) {
-					return bench.RunPipeline(ctx, opts, edge, records)
+					return bench.RunPipeline(ctx, opts, edge, records, withMetrics)
 				},
 				func(r bench.PipelineResult) error { return printPipelineResult(a, r) })
 		},
@@ -83,13 +109,42 @@ else on standard output. Logs go to standard error at level warn unless
 	f.Int64Var(&records, "records", defaultBenchRecords, "number of records the source emits")
 	f.IntVarP(&parallelism, "parallelism", "p", 1, "parallelism of every operator")
 	f.BoolVar(&asJSON, "json", false, "print one JSON object instead of a table")
+	f.BoolVar(&withMetrics, "metrics", true, "export the tasks' metrics to a registry scraped once a second")
+	f.BoolVar(&abMetrics, "ab-metrics", false, "run without and with metrics alternately and compare the medians")
+	f.IntVar(&rounds, "rounds", defaultBenchRounds, "with --ab-metrics: runs of each side")
 	a.deferErrors(f)
 	return c
+}
+
+func printPipelineAB(a *app, r bench.PipelineABResult) error {
+	tw := tabwriter.NewWriter(a.stdout, 0, 0, 2, ' ', 0)
+	fmt.Fprintf(tw, "edge\t%s\n", r.Edge)
+	fmt.Fprintf(tw, "parallelism\t%d\n", r.Parallelism)
+	fmt.Fprintf(tw, "records\t%d\n", r.Records)
+	fmt.Fprintf(tw, "rounds\t%d\n", len(r.Off))
+	fmt.Fprintf(tw, "without metrics records/CPU-s\t%s\n", formatRates(r.Off))
+	fmt.Fprintf(tw, "with metrics records/CPU-s\t%s\n", formatRates(r.On))
+	fmt.Fprintf(tw, "median without\t%.0f\n", r.OffMedian)
+	fmt.Fprintf(tw, "median with\t%.0f\n", r.OnMedian)
+	fmt.Fprintf(tw, "ratio (with/without)\t%.4f\n", r.Ratio)
+	if err := tw.Flush(); err != nil {
+		return failure(errors.New("write result: " + err.Error()))
+	}
+	return nil
+}
+
+func formatRates(vs []float64) string {
+	s := make([]string, len(vs))
+	for i, v := range vs {
+		s[i] = fmt.Sprintf("%.0f", v)
+	}
+	return strings.Join(s, " ")
 }
 
 func printPipelineResult(a *app, r bench.PipelineResult) error {
 	tw := tabwriter.NewWriter(a.stdout, 0, 0, 2, ' ', 0)
 	fmt.Fprintf(tw, "edge\t%s\n", r.Edge)
+	fmt.Fprintf(tw, "metrics\t%t\n", r.Metrics)
 	fmt.Fprintf(tw, "parallelism\t%d\n", r.Parallelism)
 	fmt.Fprintf(tw, "records\t%d\n", r.Records)
 	fmt.Fprintf(tw, "wall time\t%.3f s\n", r.WallSeconds)

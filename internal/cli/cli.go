@@ -1,5 +1,7 @@
 // Package cli is weir's command line: `weir run`, `weir jobs`,
-// `weir config keys` and `weir bench`. It is a library so that tests run the
+// `weir config keys`, `weir bench`, and the commands that control running
+// jobs through their REST servers (`weir list`, `status`, `cancel`,
+// `checkpoint`). It is a library so that tests run the
 // whole command in process; cmd/weir only calls Main.
 //
 // Errors are translated to exit codes here and nowhere else:
@@ -35,11 +37,12 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/weirstream/weir"
 	"github.com/weirstream/weir/internal/jobs"
 )
 
 // Version is the version `weir --version` prints.
-const Version = "0.1.0-dev"
+const Version = weir.Version
 
 // Exit codes of Main.
 const (
@@ -111,7 +114,9 @@ func (a *app) rootCommand() *cobra.Command {
 		Short: "weir runs stream processing jobs",
 		Long: `weir is a stream processor modelled on Apache Flink. 'weir run' starts a
 built-in job, 'weir jobs' lists them, 'weir config keys' lists the
-configuration keys, and 'weir bench' measures the runtime.
+configuration keys, and 'weir bench' measures the runtime. 'weir list',
+'weir status', 'weir cancel' and 'weir checkpoint' control running jobs
+through their REST servers.
 
 Exit codes: 0 success, 1 the job failed while running, 2 usage or
 configuration problems, 130 interrupted by SIGINT or SIGTERM.`,
@@ -147,6 +152,7 @@ configuration problems, 130 interrupted by SIGINT or SIGTERM.`,
 	root.SetFlagErrorFunc(a.flagError)
 	root.AddCommand(a.runCommand(), a.jobsCommand(), a.configCommand(), a.benchCommand())
 	root.AddCommand(a.checkpointsCommand(), a.nexmarkCommand())
+	root.AddCommand(a.listCommand(), a.statusCommand(), a.cancelCommand(), a.checkpointCommand())
 	root.AddCommand(a.doctorCommand())
 	return root
 }

@@ -13,6 +13,8 @@
 package graph
 
 import (
+	"crypto/md5"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"strings"
@@ -222,4 +224,32 @@ func (jg *JobGraph) String() string {
 		sb.WriteByte('\n')
 	}
 	return sb.String()
+}
+
+// VertexUID is a vertex's REST id, as Flink's JobVertexID: 32 hex digits
+// derived from its head operator's uid (stable across runs of the same
+// job), or from job, the vertex's position and the head's name when the
+// head has none. The REST API and the metrics' vertex_id label use it.
+func VertexUID(job string, v *Vertex) string {
+	key := v.Head().UID
+	if key == "" {
+		key = fmt.Sprintf("%s/%d/%s", job, v.ID, v.Head().Name)
+	}
+	return hexDigest(key)
+}
+
+// OperatorUID is an operator's id, as Flink's OperatorID: 32 hex digits
+// derived from its uid, or from job, its position and its name when it has
+// none. The metrics' operator_id label uses it.
+func OperatorUID(job string, n *Node) string {
+	key := n.UID
+	if key == "" {
+		key = fmt.Sprintf("%s/node-%d/%s", job, n.ID, n.Name)
+	}
+	return hexDigest(key)
+}
+
+func hexDigest(key string) string {
+	sum := md5.Sum([]byte(key))
+	return hex.EncodeToString(sum[:])
 }

@@ -8,6 +8,7 @@ import (
 	"github.com/weirstream/weir/internal/changelog"
 	"github.com/weirstream/weir/internal/checkpoint/metadata"
 	"github.com/weirstream/weir/internal/checkpoint/storage"
+	"github.com/weirstream/weir/internal/metrics"
 )
 
 // ChangelogFigures are the changelog backend's figures, summed over a run's
@@ -119,5 +120,48 @@ func (m *Metrics) addWriter(prev, cur changelog.Stats) {
 		if int64(cur.LatencyMax) <= old || m.latencyMax.CompareAndSwap(old, int64(cur.LatencyMax)) {
 			break
 		}
+	}
+}
+
+// Register registers m's figures in g as gauges under the names Flink's
+// changelog backend registers them (a nil m reads as none). They are sums
+// over the run's subtasks, so g belongs in the job's task-manager scope
+// (metrics.ScopeTaskManagerJob), where Flink keeps its ChangelogStorage
+// metrics; Flink keeps the materialization figures per operator.
+//
+// Flink's histograms ChangelogStorage.uploadSizes, uploadLatenciesNanos,
+// attemptsPerUpload, totalAttemptsPerUpload and uploadBatchSizes, and the
+// gauge uploadQueueSize, have no counterpart: the log writers keep totals,
+// not each upload. What they keep is registered under weir's own names:
+// ChangelogStorage.uploadedBytes, uploadLatencyMeanNanos and
+// uploadLatencyMaxNanos.
+func (m *Metrics) Register(g *metrics.Group) {
+	figure := func(f func(ChangelogFigures) float64) func() float64 {
+		return func() float64 { return f(m.Figures()) }
+	}
+	for _, x := range []struct {
+		name string
+		f    func(ChangelogFigures) float64
+	}{
+		{"ChangelogStorage.numberOfUploadRequests", func(c ChangelogFigures) float64 { return float64(c.Uploads) }},
+		{"ChangelogStorage.numberOfUploadFailures", func(c ChangelogFigures) float64 { return float64(c.UploadFailures) }},
+		{"ChangelogStorage.uploadedBytes", func(c ChangelogFigures) float64 { return float64(c.UploadedBytes) }},
+		{"ChangelogStorage.uploadLatencyMeanNanos", func(c ChangelogFigures) float64 { return float64(c.UploadLatencyMean) }},
+		{"ChangelogStorage.uploadLatencyMaxNanos", func(c ChangelogFigures) float64 { return float64(c.UploadLatencyMax) }},
+		{"ChangelogMaterialization.startedMaterialization", func(c ChangelogFigures) float64 { return float64(c.StartedMaterializations) }},
+		{"ChangelogMaterialization.completedMaterialization", func(c ChangelogFigures) float64 { return float64(c.CompletedMaterializations) }},
+		{"ChangelogMaterialization.failedMaterialization", func(c ChangelogFigures) float64 { return float64(c.FailedMaterializations) }},
+		{"ChangelogMaterialization.lastDurationOfMaterialization", func(c ChangelogFigures) float64 {
+			if c.CompletedMaterializations == 0 {
+				return -1 // Flink's value before the first
+			}
+			return float64(c.LastMaterializationDuration.Milliseconds())
+		}},
+		{"ChangelogStateBackend.lastFullSizeOfMaterialization", func(c ChangelogFigures) float64 { return float64(c.LastFullSizeMaterialized) }},
+		{"ChangelogStateBackend.lastIncSizeOfMaterialization", func(c ChangelogFigures) float64 { return float64(c.LastIncSizeMaterialized) }},
+		{"ChangelogStateBackend.lastFullSizeOfNonMaterialization", func(c ChangelogFigures) float64 { return float64(c.LastFullSizeNonMaterialized) }},
+		{"ChangelogStateBackend.lastIncSizeOfNonMaterialization", func(c ChangelogFigures) float64 { return float64(c.LastIncSizeNonMaterialized) }},
+	} {
+		g.Gauge(x.name, figure(x.f))
 	}
 }

@@ -28,6 +28,9 @@ const (
 	ScopeJob      = "jobmanager_job"
 	ScopeTask     = "taskmanager_job_task"
 	ScopeOperator = "taskmanager_job_task_operator"
+	// ScopeTaskManagerJob is the job as seen by the task managers: the
+	// figures its subtasks share, such as the changelog storage's.
+	ScopeTaskManagerJob = "taskmanager_job"
 )
 
 // Label names, as Flink's Prometheus reporter names them.
@@ -37,6 +40,9 @@ const (
 	LabelTaskName     = "task_name"
 	LabelSubtaskIndex = "subtask_index"
 	LabelOperatorName = "operator_name"
+	// LabelOperatorID is the operator's id (graph.OperatorUID), as Flink's
+	// operator_id: it tells apart chained operators of the same name.
+	LabelOperatorID = "operator_id"
 	// LabelVertexID is the job vertex's REST id (a weir addition, so the
 	// REST API can find a subtask's group).
 	LabelVertexID = "vertex_id"
@@ -196,6 +202,7 @@ type Histogram struct {
 	next   int
 	full   bool
 	count  int64
+	sum    float64
 }
 
 // Kind is KindHistogram.
@@ -210,6 +217,7 @@ func (h *Histogram) Update(v float64) {
 		h.next, h.full = 0, true
 	}
 	h.count++
+	h.sum += v
 	h.mu.Unlock()
 }
 
@@ -224,9 +232,11 @@ func (h *Histogram) Snapshot() HistogramSnapshot {
 		n = len(h.values)
 	}
 	vals := slices.Clone(h.values[:n])
-	count := h.count
+	count, sum := h.count, h.sum
 	h.mu.Unlock()
-	return Summarize(vals, count)
+	s := Summarize(vals, count)
+	s.Sum = sum
+	return s
 }
 
 // HistogramSnapshot is a summary of a window of values.
@@ -235,7 +245,10 @@ type HistogramSnapshot struct {
 	// the window (all zero when it is empty).
 	Count          int64
 	Min, Max, Mean float64
-	sorted         []float64
+	// Sum is the sum of every value ever added (a Histogram's; Summarize
+	// leaves it 0), for Prometheus summaries.
+	Sum    float64
+	sorted []float64
 }
 
 // Summarize summarises vals (reordering them); count is reported as the

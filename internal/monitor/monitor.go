@@ -8,7 +8,6 @@ package monitor
 
 import (
 	"context"
-	"crypto/md5"
 	"crypto/rand"
 	"encoding/hex"
 	"errors"
@@ -69,16 +68,9 @@ type Input struct {
 	ShipStrategy string
 }
 
-// VertexID derives a vertex's REST id from its head operator's uid (or
-// name and position when it has none).
-func VertexID(job string, v *graph.Vertex) string {
-	key := v.Head().UID
-	if key == "" {
-		key = fmt.Sprintf("%s/%d/%s", job, v.ID, v.Head().Name)
-	}
-	sum := md5.Sum([]byte(key))
-	return hex.EncodeToString(sum[:])
-}
+// VertexID is a vertex's REST id (graph.VertexUID): derived from its head
+// operator's uid, or its name and position when it has none.
+func VertexID(job string, v *graph.Vertex) string { return graph.VertexUID(job, v) }
 
 // Vertices describes a job graph's vertices.
 func Vertices(job string, g *graph.JobGraph) []Vertex {
@@ -202,8 +194,12 @@ func (j *Job) SetControls(c Controls) {
 	j.mu.Unlock()
 }
 
-// SetState moves the job to s.
+// SetState moves the job to s; once terminal, the state stays. A nil Job
+// ignores it (as Failed and Deployed do).
 func (j *Job) SetState(s State) {
+	if j == nil {
+		return
+	}
 	t := j.now()
 	j.mu.Lock()
 	defer j.mu.Unlock()
@@ -220,7 +216,7 @@ func (j *Job) SetState(s State) {
 
 // Failed records a failure: a restart's cause or the final error.
 func (j *Job) Failed(err error) {
-	if err == nil {
+	if j == nil || err == nil {
 		return
 	}
 	t := j.now()
@@ -236,6 +232,9 @@ func (j *Job) Failed(err error) {
 // Deployed records the current deployment (nil between attempts);
 // restart counts it as a restart.
 func (j *Job) Deployed(d Deployment, restart bool) {
+	if j == nil {
+		return
+	}
 	j.mu.Lock()
 	defer j.mu.Unlock()
 	j.deployment = d

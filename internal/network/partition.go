@@ -63,6 +63,11 @@ type ResultPartition struct {
 
 	observer BackpressureObserver // metrics.go
 	limits   []*atomic.Int32      // per subpartition: the buffer size its consumer announced (debloat.go)
+
+	// records and bytes count what the partition carried, for metrics:
+	// records written (a broadcast record once) and bytes of data buffers
+	// sent. Plain fields: the owning task's goroutine writes and reads them.
+	records, bytes int64
 }
 
 // NewResultPartition returns a partition sending to targets with buffers from
@@ -94,6 +99,15 @@ func (rp *ResultPartition) Pool() *Pool { return rp.pool }
 
 // BuffersSent is the number of data buffers sent so far.
 func (rp *ResultPartition) BuffersSent() int64 { return rp.sent }
+
+// RecordsWritten is the number of records written so far by the
+// partition's RecordWriters, a broadcast record counted once. Only the
+// owning task's goroutine may call it.
+func (rp *ResultPartition) RecordsWritten() int64 { return rp.records }
+
+// BytesSent is the number of bytes of data buffers sent so far. Only the
+// owning task's goroutine may call it.
+func (rp *ResultPartition) BytesSent() int64 { return rp.bytes }
 
 func (rp *ResultPartition) request() *Buffer {
 	if rp.stopped == nil {
@@ -146,6 +160,7 @@ func (rp *ResultPartition) requestSlow() *Buffer {
 
 func (rp *ResultPartition) send(sub int, b *Buffer) {
 	rp.sent++
+	rp.bytes += int64(len(b.Data))
 	rp.targets[sub].Send(b)
 }
 
@@ -317,6 +332,7 @@ func (w *RecordWriter[T]) Partition() *ResultPartition { return w.rp }
 // for a buffer panics at once (Err).
 func (w *RecordWriter[T]) Emit(sub int, v T) {
 	rp := w.rp
+	rp.records++
 	b := rp.cur[sub]
 	if b == nil {
 		b = rp.request()
@@ -343,6 +359,7 @@ func (w *RecordWriter[T]) Emit(sub int, v T) {
 
 // Broadcast appends v to every subpartition, encoding it once.
 func (w *RecordWriter[T]) Broadcast(v T) {
+	w.rp.records++
 	w.scratch = w.enc.Append(w.scratch[:0], v)
 	for sub := range w.rp.targets {
 		w.rp.appendEncoded(sub, w.scratch)
@@ -378,6 +395,8 @@ type RecordReader[T any] struct {
 	dec   Decoder[T]
 	out   Output[T]
 	frags map[int][]byte // per channel: fragments of a record being reassembled
+	// records counts the records passed on, for metrics (Records).
+	records int64
 }
 
 var _ BufferReader = (*RecordReader[int])(nil)
@@ -386,6 +405,10 @@ var _ BufferReader = (*RecordReader[int])(nil)
 func NewRecordReader[T any](dec Decoder[T], out Output[T]) *RecordReader[T] {
 	return &RecordReader[T]{dec: dec, out: out}
 }
+
+// Records is the number of records the reader passed on so far. Only the
+// goroutine that reads may call it.
+func (r *RecordReader[T]) Records() int64 { return r.records }
 
 // Pending returns the bytes of the fragments of a record read so far on
 // channel ch whose last fragment has not come yet (nil if none): in flight
@@ -413,6 +436,7 @@ func (r *RecordReader[T]) ReadFrom(ch int, b *Buffer, off int, stop *atomic.Bool
 				return len(b.Data) - len(data), fmt.Errorf("decode record on channel %d: %w", ch, err)
 			}
 			data = data[n:]
+			r.records++
 			r.out.Collect(v)
 			if stop != nil && len(data) > 0 && stop.Load() {
 				return len(b.Data) - len(data), nil
@@ -433,6 +457,7 @@ func (r *RecordReader[T]) ReadFrom(ch int, b *Buffer, off int, stop *atomic.Bool
 		if n != len(rec) {
 			return len(b.Data), fmt.Errorf("decode fragmented record on channel %d: %d trailing bytes", ch, len(rec)-n)
 		}
+		r.records++
 		r.out.Collect(v)
 	default:
 		return len(b.Data), fmt.Errorf("network: reader got a %v buffer", b.Kind)

@@ -26,9 +26,11 @@ import (
 	"github.com/weirstream/weir/internal/checkpoint/coordinator"
 	"github.com/weirstream/weir/internal/checkpoint/metadata"
 	"github.com/weirstream/weir/internal/checkpoint/registry"
+	"github.com/weirstream/weir/internal/checkpoint/stats"
 	"github.com/weirstream/weir/internal/checkpoint/storage"
 	"github.com/weirstream/weir/internal/clock"
 	"github.com/weirstream/weir/internal/graph"
+	"github.com/weirstream/weir/internal/monitor"
 	"github.com/weirstream/weir/internal/restart"
 	"github.com/weirstream/weir/internal/task"
 )
@@ -96,6 +98,9 @@ type Config struct {
 	// runner's goroutine with the job's progress.
 	Status         func(Status)
 	StatusInterval time.Duration
+	// Monitor, if set, is kept up to date with the job's state, its
+	// deployments and its checkpoint statistics (the REST API reads it).
+	Monitor *monitor.Job
 }
 
 // Status is a job's progress, for a periodic status line.
@@ -224,29 +229,35 @@ func (r *runner) run(ctx context.Context) error {
 	}
 	for {
 		err := r.attempt(ctx, restoreFrom, restoreStore, restoreJob)
+		r.cfg.Monitor.Deployed(nil, false)
 		// No task runs now: delete what the attempt uploaded that no
 		// complete checkpoint references (files of checkpoints the end of
 		// the attempt aborted, uploads never acknowledged).
 		r.sweep(context.WithoutCancel(ctx))
 		if err == nil {
 			r.endRetention(ctx, DeleteOnCancellation, NoExternalizedCheckpoints)
+			r.cfg.Monitor.SetState(monitor.Finished)
 			return nil
 		}
 		if ctx.Err() != nil {
 			r.endRetention(context.WithoutCancel(ctx), DeleteOnCancellation, NoExternalizedCheckpoints)
+			r.cfg.Monitor.SetState(monitor.Canceled)
 			return err
 		}
+		r.cfg.Monitor.Failed(err)
 		// A checkpoint whose state does not fit the job, or whose data is
 		// damaged, fails every restore the same way: restarting would
 		// loop forever.
 		if errors.Is(err, ErrNotRestartable) || errors.Is(err, task.ErrStateMismatch) || errors.Is(err, task.ErrRestoreData) || r.cfg.Restart == nil {
 			r.endRetention(ctx, NoExternalizedCheckpoints)
+			r.cfg.Monitor.SetState(monitor.Failed)
 			return err
 		}
 		again, delay := r.cfg.Restart.OnFailure(r.cfg.Clock.Now())
 		if !again {
 			r.log.Error("job failed; the restart strategy allows no more restarts", "strategy", r.cfg.Restart.String(), "err", err)
 			r.endRetention(ctx, NoExternalizedCheckpoints)
+			r.cfg.Monitor.SetState(monitor.Failed)
 			return err
 		}
 		from := "its initial state"
@@ -255,7 +266,9 @@ func (r *runner) run(ctx context.Context) error {
 			from = fmt.Sprintf("checkpoint %d", r.latest.ID)
 		}
 		r.log.Warn(fmt.Sprintf("Job %s failed; restarting in %s from %s.", r.cfg.JobName, delay, from), "err", err)
+		r.cfg.Monitor.SetState(monitor.Restarting)
 		if err := sleep(ctx, r.cfg.Clock, delay); err != nil {
+			r.cfg.Monitor.SetState(monitor.Canceled)
 			return err
 		}
 		r.restarts++
@@ -393,6 +406,13 @@ func (r *runner) attempt(ctx context.Context, cp *metadata.Checkpoint, cpStore *
 		return err
 	}
 	r.reg.Running()
+	if m := r.cfg.Monitor; m != nil {
+		if cp != nil {
+			m.Checkpoints.Restored(stats.Restored{ID: cp.ID, Time: r.cfg.Clock.Now(), ExternalPath: fmt.Sprintf("%s/chk-%d", cpJob, cp.ID)})
+		}
+		m.Deployed(job, r.restarts > 0)
+		m.SetState(monitor.Running)
+	}
 	d := &driver{ctx: ctx, r: r, job: job, names: map[coordinator.TaskID]string{}, meta: make(chan metaResult, 64),
 		writing: map[int64]chan struct{}{}, triggers: map[int64]time.Time{}, gone: newGoneQueue()}
 	return d.run()
@@ -626,6 +646,11 @@ func (d *driver) onAck(a task.Ack) {
 		d.coord.Decline(now, a.ID, id, a.Declined, reason)
 		return
 	}
+	if m := d.r.cfg.Monitor; m != nil {
+		m.Checkpoints.Acked(a.ID, stats.Subtask{Vertex: a.Vertex, Index: a.Subtask, AckTime: now,
+			EndToEnd: now.Sub(d.triggers[a.ID]), StartDelay: a.StartDelay, Alignment: a.Alignment, Sync: a.Sync, Async: a.Async,
+			CheckpointedSize: a.Bytes, PersistedData: a.PersistedBytes, Unaligned: a.Unaligned})
+	}
 	d.coord.Ack(now, a.ID, id, coordinator.TaskStats{StartDelay: a.StartDelay, Alignment: a.Alignment,
 		Sync: a.Sync, Async: a.Async, Bytes: a.Bytes, Unaligned: a.Unaligned, PersistedBytes: a.PersistedBytes}, a.State)
 }
@@ -638,6 +663,13 @@ func (d *driver) apply() {
 		case coordinator.Trigger:
 			d.triggers[a.ID] = a.Timestamp
 			r.reg.Triggered(a.ID, a.Options.LastCompleted)
+			if m := r.cfg.Monitor; m != nil {
+				kind := stats.KindCheckpoint
+				if a.Options.Unaligned {
+					kind = stats.KindUnaligned
+				}
+				m.Checkpoints.Triggered(a.ID, a.Timestamp, kind, len(d.names))
+			}
 			d.job.TriggerCheckpoint(a.ID, a.Timestamp.UnixMilli(), a.Options)
 		case coordinator.WriteMetadata[taskState]:
 			d.writeMetadata(a)
@@ -654,6 +686,10 @@ func (d *driver) apply() {
 				d.finalDone = true
 			}
 			r.log.Info(d.completionLine(a, cp))
+			if m := r.cfg.Monitor; m != nil {
+				m.Checkpoints.Completed(a.ID, r.cfg.Clock.Now(), cp.Bytes, cp.FullBytes, cp.PersistedBytes,
+					fmt.Sprintf("%s/chk-%d", r.cfg.JobDir, a.ID))
+			}
 			if f := r.cfg.OnCompleted; f != nil {
 				f(a, cp)
 			}
@@ -671,12 +707,22 @@ func (d *driver) apply() {
 				r.retained = slices.DeleteFunc(r.retained, func(x int64) bool { return x == id })
 				r.reg.Released(id)
 				delete(r.metas, id)
+				if m := r.cfg.Monitor; m != nil {
+					m.Checkpoints.Discarded(id)
+				}
 				r.del.enqueue(deleteJob{dir: id})
 			}
 		case coordinator.Aborted:
 			args := []any{"checkpoint", a.ID, "reason", a.Reason.String()}
 			if a.Cause != nil {
 				args = append(args, "cause", a.Cause)
+			}
+			if m := r.cfg.Monitor; m != nil {
+				msg := a.Message
+				if a.Cause != nil {
+					msg += " " + a.Cause.Error()
+				}
+				m.Checkpoints.Failed(a.ID, r.cfg.Clock.Now(), msg)
 			}
 			if a.Reason == coordinator.ReasonJobCanceled || a.Reason == coordinator.ReasonJobFailing || a.Reason == coordinator.ReasonSubsumed {
 				r.log.Info(a.Message, args...)

@@ -80,7 +80,13 @@ type Options struct {
 	Hooks FaultHooks
 	// Metrics, if set, receives every subtask's metrics (a group of scope
 	// metrics.ScopeTask per subtask and metrics.ScopeOperator per chained
-	// operator, removed when Run returns); JobID labels them.
+	// operator, registered when Run starts and removed when it returns;
+	// see metrics_registry.go); JobID labels them. Sources' own counts
+	// (a source operator's numRecordsOut, a source task's numRecordsIn)
+	// need CountRecords, which costs an indirect call per record; without
+	// it they are known only where the source writes straight to the
+	// network. Default: the registry of Deploy's context (WithMetrics),
+	// else none.
 	Metrics *metrics.Registry
 	JobID   string
 	// CountRecords makes tasks publish their operators' record counts
@@ -210,6 +216,7 @@ type Job struct {
 // bounds the job's life: when it ends, Run cancels every task.
 func Deploy(ctx context.Context, jg *graph.JobGraph, opts Options) (*Job, error) {
 	opts.ensureDefaults()
+	metricsFromContext(ctx, &opts)
 	jctx, stop := context.WithCancelCause(ctx)
 	j := &Job{graph: jg, opts: opts, ctx: jctx, stop: stop, acks: make(chan Ack, 1024), sourcesEnded: make(chan struct{})}
 	if opts.Restore != nil {
@@ -283,6 +290,7 @@ func (j *Job) buildTask(v *graph.Vertex, index int, gates map[*graph.Vertex][]*n
 		ctxs:          make([]*OpContext, n),
 		children:      make([][]int, n),
 		parts:         make([][]*network.ResultPartition, n),
+		info:          metricsInfo{nodes: v.Nodes, taskName: v.Name(), vertexUID: graph.VertexUID(j.opts.JobName, v)},
 	}
 	pos := make(map[*graph.Node]int, n)
 	for i, node := range v.Nodes {
@@ -304,6 +312,7 @@ func (j *Job) buildTask(v *graph.Vertex, index int, gates map[*graph.Vertex][]*n
 			if in, chained := inputs[e.To]; chained && j.graph.VertexOf[e.To] == v && e.Input == 0 {
 				perOutput[e.Output] = append(perOutput[e.Output], in[0])
 				t.children[i] = append(t.children[i], pos[e.To])
+				t.info.chained = append(t.info.chained, chainedEdge{from: i, output: e.Output, to: pos[e.To]})
 				continue
 			}
 			out, rp, err := j.networkOutput(impl.Output(e.Output), e, index, t.tracker, gates, offsets)
@@ -311,6 +320,7 @@ func (j *Job) buildTask(v *graph.Vertex, index int, gates map[*graph.Vertex][]*n
 				return nil, err
 			}
 			t.partitions = append(t.partitions, rp)
+			t.info.parts = append(t.info.parts, opOutput{op: i, output: e.Output})
 			t.outParts = append(t.outParts, outPartition{edge: edgeKey(e), unaligned: unalignedEdge(e.Partitioner), consumers: e.To.Parallelism})
 			t.parts[i] = append(t.parts[i], rp)
 			perOutput[e.Output] = append(perOutput[e.Output], out)
@@ -464,6 +474,7 @@ func (j *Job) Run() error {
 		canceled bool
 	)
 	j.opts.Logger.Info("job started", "tasks", len(j.tasks))
+	defer j.registerMetrics()()
 	defer j.sampleMetrics()()
 	for _, t := range j.tasks {
 		wg.Add(1)

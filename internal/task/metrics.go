@@ -92,18 +92,8 @@ func (t *task) metrics() TaskMetrics {
 		CheckpointStartDelayNanos: t.perf.cpStartDelay.Load(), CheckpointAlignmentTime: t.perf.cpAlignment.Load(),
 		DebloatedBufferSize: int(t.debloat.size.Load())}
 	m.BusyTimeMsPerSecond, m.IdleTimeMsPerSecond, m.BackPressuredTimeMsPerSecond = t.perf.rates()
-	if t.gate != nil {
-		m.InputQueueLength = t.gate.QueuedBuffers()
-		if used, capacity := t.gate.BufferUsage(); capacity > 0 {
-			m.InPoolUsage = float64(used) / float64(capacity)
-		}
-	}
-	for _, rp := range t.partitions {
-		m.OutputQueueLength += rp.QueuedBuffers()
-		if used, size := rp.Pool().Usage(); size > 0 {
-			m.OutPoolUsage = max(m.OutPoolUsage, float64(used)/float64(size))
-		}
-	}
+	m.InputQueueLength, m.InPoolUsage = t.inputUsage()
+	m.OutputQueueLength, m.OutPoolUsage = t.outputUsage()
 	return m
 }
 
@@ -118,17 +108,26 @@ const (
 	// whether a sample is due. It does not use the job's clock, so that it
 	// never holds a timer of a test's manual clock.
 	metricsPollInterval = 100 * time.Millisecond
+	// registrySamplePolls polls make a second: the meters of
+	// Options.Metrics are sampled once in so many.
+	registrySamplePolls = int(time.Second / metricsPollInterval)
 )
 
 // sampleMetrics samples every subtask's time accounting now and then
-// whenever a sample is due, until the returned stop is called; stop
-// returns once the sampler's goroutine has.
+// whenever a sample is due, and the meters of Options.Metrics about once a
+// second, until the returned stop is called; stop returns once the
+// sampler's goroutine has.
 func (j *Job) sampleMetrics() (stop func()) {
 	quit, done := make(chan struct{}), make(chan struct{})
+	polls := 0
 	sample := func() {
 		for _, t := range j.tasks {
 			t.perf.sample()
 		}
+		if j.opts.Metrics != nil && polls%registrySamplePolls == 0 {
+			j.opts.Metrics.Sample()
+		}
+		polls++
 	}
 	sample()
 	go func() {

@@ -98,14 +98,24 @@ type task struct {
 	counters              []RecordCounter
 	recordsIn, recordsOut atomic.Int64 // published by publishCounts
 
+	// Options.Metrics (metrics_registry.go): where the task is in the job
+	// graph, its groups in the registry (nil without one), and the bytes
+	// of data buffers it took from its gate.
+	info    metricsInfo
+	export  *taskExport
+	bytesIn int64
+
 	perf taskMetrics // Job.Metrics: time accounting, checkpoint figures (metrics.go)
 
 	debloat debloat // buffer debloating of the input gate (debloat.go)
 }
 
 // publishCounts makes the operators' record counts visible to
-// Job.RecordCounts.
+// Job.RecordCounts and copies the task's counts into Options.Metrics.
 func (t *task) publishCounts() {
+	if e := t.export; e != nil {
+		e.publish(t)
+	}
 	if len(t.counters) == 0 {
 		return
 	}
@@ -605,6 +615,7 @@ func (t *task) runInput(ctx context.Context) error {
 			continue
 		}
 		t.persistRead(ch, b)
+		t.bytesIn += int64(len(b.Data))
 		t.partial = partialBuffer{ch: ch, b: b}
 		if err := t.readPartial(ctx); err != nil {
 			return err
@@ -658,6 +669,9 @@ func (t *task) handleEvent(ch int, ev network.Event) error {
 	}
 	if advanced {
 		t.watermark = wm
+		if t.export != nil {
+			t.export.inputWM.Store(wm)
+		}
 		err := t.deliverWatermark(0, wm)
 		t.tracker.Timestamp = NoTimestamp // timers set it while they fire
 		if err != nil {
@@ -676,6 +690,9 @@ func (t *task) handleEvent(ch int, ev network.Event) error {
 // deliverWatermark hands wm to operator i and, unless i generates its own
 // watermarks, on to everything downstream of it.
 func (t *task) deliverWatermark(i int, wm int64) error {
+	if t.export != nil {
+		t.export.ops[i].inputWM.Store(wm)
+	}
 	if t.assigner[i] && wm != math.MaxInt64 {
 		return nil
 	}
@@ -693,6 +710,9 @@ func (t *task) forwardWatermark(i int, wm int64) error {
 		return nil
 	}
 	t.opWM[i] = wm
+	if t.export != nil {
+		t.export.ops[i].outputWM.Store(wm)
+	}
 	for _, c := range t.children[i] {
 		if err := t.deliverWatermark(c, wm); err != nil {
 			return err

@@ -3,8 +3,6 @@ package cli
 import (
 	"context"
 	"encoding/json"
-	"net/http"
-	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
@@ -13,6 +11,9 @@ import (
 	"github.com/weirstream/weir/internal/checkpoint/metadata"
 	"github.com/weirstream/weir/internal/checkpoint/storage"
 	"github.com/weirstream/weir/internal/doctor"
+	"github.com/weirstream/weir/internal/monitor"
+	"github.com/weirstream/weir/internal/rest"
+	"github.com/weirstream/weir/internal/rest/resttest"
 )
 
 // writeDoctorCheckpoints lays out job "orders" with three checkpoints,
@@ -100,7 +101,7 @@ func TestDoctorCommandErrors(t *testing.T) {
 		{"bad flags", []string{"doctor", dir, "--last", "0", "--url", "ftp://x"}, ExitUsage,
 			[]string{"2 problems", "--last 0", `--url "ftp://x"`}},
 		{"unknown job", []string{"doctor", "3f2a9c1e", "--dir", dir}, ExitUsage,
-			[]string{`unknown job "3f2a9c1e"`, "--url"}},
+			[]string{`job "3f2a9c1e" not found`, "--url"}},
 		{"missing directory", []string{"doctor", filepath.Join(empty, "nosuch")}, ExitUsage, []string{"does not exist"}},
 		{"no checkpoints", []string{"doctor", t.TempDir()}, ExitUsage, []string{"no checkpoints"}},
 		{"unreadable metadata", []string{"doctor", filepath.Join(empty, "broken")}, ExitUsage,
@@ -118,71 +119,78 @@ func TestDoctorCommandErrors(t *testing.T) {
 	}
 }
 
-// fakeREST serves GET /jobs and /jobs/<id>/doctor for job id "abc" with
-// report, and wants the bearer token if token is set.
-func fakeREST(t *testing.T, token string, report doctor.Report) *httptest.Server {
+// startDoctorServer serves the REST fixture job (resttest) with the
+// doctor's hook, as a running job does, and returns the server.
+func startDoctorServer(t *testing.T) (*rest.Server, *resttest.Job) {
 	t.Helper()
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if token != "" && r.Header.Get("Authorization") != "Bearer "+token {
-			w.WriteHeader(http.StatusUnauthorized)
-			w.Write([]byte(`{"errors":["missing or wrong bearer token"]}`))
-			return
-		}
-		switch r.URL.Path {
-		case "/jobs":
-			w.Write([]byte(`{"jobs":[{"id":"abc","status":"RUNNING"}]}`))
-		case "/jobs/abc/doctor":
-			rep := report
-			rep.Summary += " last=" + r.URL.Query().Get("last")
-			json.NewEncoder(w).Encode(rep)
-		default:
-			w.WriteHeader(http.StatusNotFound)
-			w.Write([]byte(`{"errors":["Job could not be found."]}`))
-		}
-	}))
-	t.Cleanup(srv.Close)
-	return srv
+	j := resttest.NewJob()
+	srv, err := rest.Start(rest.Config{BindAddress: "127.0.0.1", Port: "0", AuthToken: "s3cret",
+		Doctor: func(j *monitor.Job) any { return doctor.Handle(j, 0) }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { srv.Close() })
+	srv.AddJob(j.Job)
+	return srv, j
 }
 
 func TestDoctorCommandLive(t *testing.T) {
-	rep := doctor.Diagnose(doctor.Input{Job: "orders", Source: doctor.SourceLive, FailuresKnown: true,
-		Failures: []doctor.Failure{{ID: 7, Reason: doctor.ReasonExpired}}}, doctor.Options{})
-	srv := fakeREST(t, "s3cret", rep)
+	srv, j := startDoctorServer(t)
+	want := doctor.Diagnose(doctor.FromJob(j.Job, 0), doctor.Options{})
 
-	r := runCLI(t, "doctor", "abc", "--url", srv.URL+"/", "--token", "s3cret", "--last", "3")
+	r := runCLI(t, "doctor", resttest.JobID[:8], "--url", srv.URL(), "--token", "s3cret")
 	r.want(t, ExitOK)
-	for _, s := range []string{"Job orders (live)", "[CRITICAL] expired", "last=3"} {
-		if !strings.Contains(r.stdout, s) {
-			t.Errorf("stdout lacks %q:\n%s", s, r.stdout)
-		}
+	if r.stdout != want.Text() {
+		t.Errorf("stdout:\n%s\nwant:\n%s", r.stdout, want.Text())
 	}
-	r = runCLI(t, "doctor", "abc", "--url", srv.URL, "--token", "s3cret", "--json")
+	t.Setenv(TokenEnv, "s3cret")
+	r = runCLI(t, "doctor", resttest.JobName, "--url", srv.URL(), "--json")
 	r.want(t, ExitOK)
 	var got doctor.Report
-	if err := json.Unmarshal([]byte(r.stdout), &got); err != nil || got.Findings[0].Cause != doctor.CauseExpired {
+	if err := json.Unmarshal([]byte(r.stdout), &got); err != nil || got.Source != doctor.SourceLive || got.Job != resttest.JobName {
 		t.Errorf("--json: %v %s", err, r.stdout)
 	}
-	runCLI(t, "doctor", "abc", "--url", srv.URL).want(t, ExitUsage, "wants a bearer token", "--token")
-	runCLI(t, "doctor", "nosuch", "--url", srv.URL, "--token", "s3cret").want(t, ExitUsage, `unknown job "nosuch"`, "Job could not be found.")
+	runCLI(t, "doctor", "nosuch", "--url", srv.URL()).want(t, ExitUsage, `job "nosuch" not found`)
+	runCLI(t, "doctor", resttest.JobID, "--url", srv.URL(), "--token", "wrong").want(t, ExitUsage, "--token")
 
-	// Through the _rest files under the checkpoint directory: by name,
-	// by id, and a file without the id (the server's only job).
+	// Through the discovery file under the checkpoint directory.
 	dir := t.TempDir()
-	for job, body := range map[string]string{
-		"orders":   `{"url":"` + srv.URL + `","jobId":"abc"}`,
-		"payments": `{"url":"` + srv.URL + `"}`,
-	} {
-		os.MkdirAll(filepath.Join(dir, job), 0o755)
-		os.WriteFile(filepath.Join(dir, job, "_rest"), []byte(body), 0o644)
+	st, err := storage.Open(context.Background(), dir)
+	if err != nil {
+		t.Fatal(err)
 	}
-	for _, target := range []string{"orders", "abc", "payments"} {
-		r := runCLI(t, "doctor", target, "--dir", dir, "--token", "s3cret")
-		r.want(t, ExitOK)
-		if !strings.Contains(r.stdout, "[CRITICAL] expired") {
-			t.Errorf("weir doctor %s: stdout:\n%s", target, r.stdout)
-		}
+	defer st.Close()
+	if err := rest.WriteDiscovery(context.Background(), st, resttest.JobName,
+		rest.Discovery{URL: srv.URL(), JobID: resttest.JobID, JobName: resttest.JobName}); err != nil {
+		t.Fatal(err)
 	}
+	r = runCLI(t, "doctor", resttest.JobName, "--dir", dir)
+	r.want(t, ExitOK)
+	if r.stdout != want.Text() {
+		t.Errorf("through the discovery file: stdout:\n%s", r.stdout)
+	}
+}
 
+func TestDoctorCommandWithoutDoctor(t *testing.T) {
+	// A server without the hook (an older weir) answers 404.
+	j := resttest.NewJob()
+	srv, err := rest.Start(rest.Config{BindAddress: "127.0.0.1", Port: "0"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer srv.Close()
+	srv.AddJob(j.Job)
+	runCLI(t, "doctor", resttest.JobID, "--url", srv.URL()).want(t, ExitFailure, "has no checkpoint doctor")
 	srv.Close()
-	runCLI(t, "doctor", "abc", "--url", srv.URL).want(t, ExitFailure, "ask "+srv.URL)
+	runCLI(t, "doctor", resttest.JobID, "--url", srv.URL()).want(t, ExitFailure, "does not answer")
+}
+
+func TestDoctorCommandJobNotRunning(t *testing.T) {
+	// No discovery file: the job's checkpoints under --dir are read.
+	dir := writeDoctorCheckpoints(t)
+	r := runCLI(t, "doctor", "orders", "--dir", dir)
+	r.want(t, ExitOK)
+	if !strings.Contains(r.stdout, "Job orders (offline") {
+		t.Errorf("stdout:\n%s", r.stdout)
+	}
 }

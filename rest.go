@@ -6,6 +6,7 @@ import (
 	"os"
 
 	"github.com/weirstream/weir/internal/checkpoint/storage"
+	"github.com/weirstream/weir/internal/doctor"
 	"github.com/weirstream/weir/internal/metrics/prom"
 	"github.com/weirstream/weir/internal/monitor"
 	"github.com/weirstream/weir/internal/rest"
@@ -39,7 +40,8 @@ func (e *Environment) startREST(ctx context.Context, m *monitor.Job, store *stor
 	metricsHandler := prom.Handler(m.Metrics)
 	srv, err := rest.Start(rest.Config{BindAddress: o.BindAddress, Port: o.Port, FallbackToFreePort: o.portDefaulted,
 		AuthToken: o.AuthToken, CertFile: o.CertFile, KeyFile: o.KeyFile, Logger: log, Version: Version,
-		Metrics: metricsHandler, Dashboard: web.Handler()})
+		Metrics: metricsHandler, Dashboard: web.Handler(),
+		Doctor: func(j *monitor.Job) any { return doctor.Handle(j, 0) }})
 	if err != nil {
 		return nil, err
 	}

@@ -95,11 +95,12 @@ func (d *diagnosis) expired() (Finding, bool) {
 				"the expired ones too.", d.subtaskName(at), cause)
 		}
 	}
-	for _, x := range exp {
-		if len(x.Acked) > 0 {
-			f.Evidence += fmt.Sprintf(" Checkpoint %d had %d acknowledgements.", x.ID, len(x.Acked))
-			break
-		}
+	total := 0
+	for _, v := range d.vertices {
+		total += v.Parallelism
+	}
+	if x := exp[len(exp)-1]; x.PendingKnown && total > 0 && len(x.Acked)+len(x.Pending) == total {
+		f.Evidence += fmt.Sprintf(" %d of %d subtasks had acknowledged checkpoint %d.", len(x.Acked), total, x.ID)
 	}
 	f.Remedy = "Raise execution.checkpointing.timeout above the time the checkpoints need, or make them " +
 		"faster: the subtasks named above hold them up; look at their start delay (backpressure), alignment, " +

@@ -1,6 +1,7 @@
 package doctor_test
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -18,8 +19,10 @@ import (
 
 	"github.com/weirstream/weir"
 	"github.com/weirstream/weir/config"
+	"github.com/weirstream/weir/internal/cli"
 	"github.com/weirstream/weir/internal/doctor"
 	"github.com/weirstream/weir/internal/jobs"
+	"github.com/weirstream/weir/internal/rest"
 )
 
 // progress counts what a scenario's job did so far.
@@ -33,6 +36,10 @@ type scenario struct {
 	stop   func(p *progress) bool
 	// sets are configuration items after the job's defaults.
 	sets []string
+	// live, if set, runs the job with its REST server on a free port and
+	// is called with the server's URL once stop holds, while the job
+	// still runs.
+	live func(url string)
 }
 
 // ran is where a scenario's run left its checkpoints and log.
@@ -75,10 +82,15 @@ func runScenario(t *testing.T, sc scenario) ran {
 	defer cancel()
 	var p progress
 	var stopped atomic.Bool
+	showed := make(chan struct{})
 	check := func() {
 		if sc.stop(&p) && stopped.CompareAndSwap(false, true) {
-			cancel()
+			close(showed)
 		}
+	}
+	urls := make(chan string, 1)
+	if sc.live != nil {
+		opts.REST = weir.RESTOptions{Enabled: true, Port: "0", OnStart: func(u string) { urls <- u }}
 	}
 	opts.Logger = slog.New(&watcher{Handler: slog.NewTextHandler(f, nil), p: &p, check: check})
 	opts.OnCheckpointComplete = func(weir.CompletedCheckpoint) {
@@ -92,7 +104,17 @@ func runScenario(t *testing.T, sc scenario) ran {
 	// As `weir run` does: the doctor reads the configuration from it.
 	opts.Logger.Info("running job", "job", r.job, "config", cfg.Explicit())
 	start := time.Now()
-	err = env.Execute(ctx, r.job)
+	done := make(chan error, 1)
+	go func() { done <- env.Execute(ctx, r.job) }()
+	select {
+	case <-showed:
+		if sc.live != nil {
+			sc.live(<-urls)
+		}
+		cancel()
+		err = <-done
+	case err = <-done:
+	}
 	if !stopped.Load() {
 		t.Fatalf("the %s scenario ended before it showed its problem (completed %d, expired %d, declined %d): %v",
 			sc.induce, p.completed.Load(), p.expired.Load(), p.declined.Load(), err)
@@ -245,4 +267,36 @@ func TestDoctorScenarios(t *testing.T) {
 			x.want.check(t, diagnoseOffline(t, r))
 		})
 	}
+}
+
+// TestDoctorScenarioLive asks a running job's REST server, through `weir
+// doctor <jobid> --url`, about its expiring checkpoints: live, the doctor
+// knows which subtask had not acknowledged them, which the checkpoint
+// directory and the log cannot tell.
+func TestDoctorScenarioLive(t *testing.T) {
+	t.Parallel()
+	var rep doctor.Report
+	runScenario(t, scenario{induce: "expire", stop: func(p *progress) bool { return p.expired.Load() >= 3 },
+		live: func(url string) {
+			ctx := context.Background()
+			jobs, err := rest.NewClient(url, "", nil).Jobs(ctx)
+			if err != nil || len(jobs) != 1 {
+				t.Fatalf("jobs at %s: %v %v", url, jobs, err)
+			}
+			var stdout, stderr bytes.Buffer
+			if code := cli.Main([]string{"doctor", jobs[0].JID, "--url", url, "--json"}, strings.NewReader(""),
+				&stdout, &stderr); code != cli.ExitOK {
+				t.Fatalf("weir doctor exited with %d: %s", code, stderr.String())
+			}
+			if err := json.Unmarshal(stdout.Bytes(), &rep); err != nil {
+				t.Fatalf("%v: %s", err, stdout.String())
+			}
+		}})
+	t.Logf("report:\n%s", rep.Text())
+	if rep.Source != doctor.SourceLive {
+		t.Errorf("source %q", rep.Source)
+	}
+	expectation{cause: doctor.CauseExpired, vertex: "Large state", subtask: 0,
+		evidence: []string{"60ms timeout", "Not acknowledged when they expired: Large state -> Discard (1/1)"},
+		companions: []doctor.Cause{doctor.CauseFailures}}.check(t, rep)
 }

@@ -297,6 +297,6 @@ func TestDoctorScenarioLive(t *testing.T) {
 		t.Errorf("source %q", rep.Source)
 	}
 	expectation{cause: doctor.CauseExpired, vertex: "Large state", subtask: 0,
-		evidence: []string{"60ms timeout", "Not acknowledged when they expired: Large state -> Discard (1/1)"},
+		evidence:   []string{"60ms timeout", "Not acknowledged when they expired: Large state -> Discard (1/1)"},
 		companions: []doctor.Cause{doctor.CauseFailures}}.check(t, rep)
 }

@@ -104,7 +104,7 @@ func newDiagnosis(in Input, o Options) *diagnosis {
 			}
 		}
 	}
-	d.fails = slices.Clone(in.Failures)
+	d.fails = slices.DeleteFunc(slices.Clone(in.Failures), stopping)
 	slices.SortStableFunc(d.fails, func(a, b Failure) int { return cmp.Compare(a.ID, b.ID) })
 	for _, v := range in.Vertices {
 		d.vertices[v.Index] = v

@@ -21,6 +21,7 @@ package doctor
 
 import (
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/weirstream/weir/internal/task"
@@ -165,6 +166,13 @@ func counted(reason string) bool {
 		return true
 	}
 	return false
+}
+
+// stopping reports whether a failure came from the job stopping (its
+// uploads canceled as it was canceled or failed over), not from the
+// checkpoint itself.
+func stopping(f Failure) bool {
+	return strings.Contains(f.Cause, "context canceled") || strings.Contains(f.Message, "context canceled")
 }
 
 // Vertex is one job vertex (a chain of operators run as one task).

@@ -148,6 +148,11 @@ func writeLog(t *testing.T, json bool) string {
 		"reason", "async-failure", "cause", errors.New("asynchronous phase of checkpoint 6 failed in Sink (1/2): \"quoted\"\nnewline"))
 	jl.Info("Checkpoint 7 of job orders v2 aborted: CheckpointCoordinator shutdown.", "checkpoint", int64(7), "reason", "job-canceled")
 	jl.Error(tolerableFailureMessage+" The latest checkpoint failed due to x.", "checkpoint", int64(6), "reason", "async-failure")
+	// A decline of the job being canceled, and the failover it triggers,
+	// do not count.
+	jl.Warn("Decline checkpoint 8 by task 1/0 of job orders v2 at 2026-01-01T00:00:08Z.", "checkpoint", int64(8),
+		"reason", "async-failure", "cause", errors.New("asynchronous phase of checkpoint 8 failed in Sink (1/2): write: context canceled"))
+	jl.Error(tolerableFailureMessage+" The latest checkpoint failed due to x.", "checkpoint", int64(8), "reason", "async-failure")
 	other := log.With("job", "other")
 	other.Warn("Checkpoint 9 of job other expired before completing.", "checkpoint", int64(9), "reason", "expired")
 	p := filepath.Join(t.TempDir(), "job.log")
@@ -168,7 +173,7 @@ func TestDoctorReadLog(t *testing.T) {
 		if in.Config != want {
 			t.Errorf("json %v: config %+v, want %+v", json, in.Config, want)
 		}
-		if in.JobFailovers != 1 || len(in.Failures) != 3 {
+		if in.JobFailovers != 1 || len(in.Failures) != 4 || !stopping(in.Failures[3]) {
 			t.Fatalf("json %v: failovers %d, failures %+v", json, in.JobFailovers, in.Failures)
 		}
 		e4, e5, d6 := in.Failures[0], in.Failures[1], in.Failures[2]
@@ -319,7 +324,7 @@ func TestDoctorFromCheckpoints(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if in.Job != "orders v2" || !in.FailuresKnown || !in.Config.Known || len(in.Failures) != 3 || len(in.Checkpoints) != 1 {
+	if in.Job != "orders v2" || !in.FailuresKnown || !in.Config.Known || len(in.Failures) != 4 || len(in.Checkpoints) != 1 {
 		t.Fatalf("with log: %+v", in)
 	}
 	if _, err := FromCheckpoints(ctx, empty, "orders v2", 10, log); err != nil {

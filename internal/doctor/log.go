@@ -38,6 +38,7 @@ func readLog(file, job, jobDir string, in *Input) error {
 	}
 	defer f.Close()
 	byID := map[int64]*Failure{}
+	var failovers []int64 // the checkpoints whose failure failed the job over
 	late := map[int64][]SubtaskRef{}
 	sc := bufio.NewScanner(f)
 	sc.Buffer(make([]byte, 64<<10), 16<<20)
@@ -67,7 +68,7 @@ func readLog(file, job, jobDir string, in *Input) error {
 		case r.msg == "running job":
 			in.Config = configFromLog(r)
 		case strings.HasPrefix(r.msg, tolerableFailureMessage):
-			in.JobFailovers++
+			failovers = append(failovers, id)
 		case expiredRE.MatchString(r.msg):
 			if x := add(ReasonExpired); x != nil && r.attrs["pending"] != "" {
 				// Subtasks that had not acknowledged, "1/0 1/1", if the
@@ -104,6 +105,12 @@ func readLog(file, job, jobDir string, in *Input) error {
 	}
 	if lines > 0 && parsed == 0 {
 		return fmt.Errorf("--log %s: not a weir log: no line is in log/slog's text or JSON format", file)
+	}
+	for _, id := range failovers {
+		// A failure of the job's own stopping does not count.
+		if x := byID[id]; x == nil || !stopping(*x) {
+			in.JobFailovers++
+		}
 	}
 	for id, x := range byID {
 		if x.Reason == ReasonExpired && !x.PendingKnown {

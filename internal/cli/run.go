@@ -205,6 +205,8 @@ func execute(ctx context.Context, logger *slog.Logger, name string, exec func(co
 		return usageError(err)
 	case errors.Is(err, weir.ErrJobLocked):
 		return refused(err)
+	case errors.Is(err, weir.ErrPortInUse):
+		return usageError(err)
 	}
 	return failure(err)
 }

@@ -9,6 +9,7 @@ import (
 	"io"
 	"maps"
 	"math/rand/v2"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -400,5 +401,27 @@ func TestRunLogsNoToken(t *testing.T) {
 	}
 	if !strings.Contains(r.stderr, "rest.auth.token:******") || !strings.Contains(r.stderr, "REST API and dashboard listening") {
 		t.Fatalf("the log lacks the redacted key or the REST address:\n%s", r.stderr)
+	}
+}
+
+// A REST port set explicitly that is taken is a usage error naming the
+// key and the remedy; [::1] is a loopback address.
+func TestRunRESTPortTaken(t *testing.T) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	port := strconv.Itoa(l.Addr().(*net.TCPAddr).Port)
+	r := runCLI(t, "run", "wordcount", "--lines", "10", "--set", "rest.port="+port)
+	r.want(t, ExitUsage)
+	for _, want := range []string{"rest.port " + port, "in use", "0 for any free port"} {
+		if !strings.Contains(r.stderr, want) {
+			t.Errorf("stderr lacks %q:\n%s", want, r.stderr)
+		}
+	}
+	r = runCLI(t, "run", "wordcount", "--lines", "10", "--set", "rest.port=0", "--set", "rest.bind-address=[::1]")
+	if r.code != ExitOK && !strings.Contains(r.stderr, "cannot assign requested address") { // a machine without IPv6
+		t.Fatalf("rest.bind-address=[::1]: exit %d\n%s", r.code, r.stderr)
 	}
 }

@@ -679,3 +679,19 @@ func TestTypesEncodeNulls(t *testing.T) {
 		t.Errorf("%s", b)
 	}
 }
+
+// A client cannot pile up triggers that wait for their checkpoints (a job
+// that restarts takes none): beyond maxRunningTriggers it gets 429.
+func TestRunningTriggersBounded(t *testing.T) {
+	s, j := fixture(t, Config{})
+	post := func() answer { return call(t, nil, http.MethodPost, s.URL(), jobPrefix+"/checkpoints", "", "") }
+	for i := range maxRunningTriggers {
+		if a := post(); a.status != http.StatusAccepted {
+			t.Fatalf("trigger %d: %d %s", i, a.status, a.body)
+		}
+	}
+	wantError(t, post(), http.StatusTooManyRequests, "checkpoint triggers are still running")
+	j.Results <- resttest.Result{ID: 1}
+	eventually(t, "a trigger slot to free", func() bool { return post().status == http.StatusAccepted })
+	// The rest end with the server (Close cancels their context).
+}

@@ -16,7 +16,7 @@ var ErrCanceled = errors.New("the job was canceled")
 // newMonitor returns the live view of a run of the job: what the REST
 // API, the Prometheus endpoint and the dashboard show.
 func (e *Environment) newMonitor(name string, jg *graph.JobGraph, cancel context.CancelCauseFunc) *monitor.Job {
-	m := monitor.NewJob(monitor.NewJobID(), name, monitor.Vertices(name, jg), e.clock().Now)
+	m := monitor.NewJob(monitor.NewJobID(), name, monitor.Vertices(name, jg), e.clock().Now, e.opts.REST.HistorySize)
 	for k, v := range e.opts.configKeys {
 		m.Config[k] = v
 	}

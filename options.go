@@ -143,6 +143,8 @@ type RESTOptions struct {
 const DefaultRESTPort = "8081"
 
 func (r *RESTOptions) ensureDefaults() {
+	// "[::1]" is how people write an IPv6 address next to a port.
+	r.BindAddress = strings.TrimSuffix(strings.TrimPrefix(r.BindAddress, "["), "]")
 	if r.BindAddress == "" {
 		r.BindAddress = "127.0.0.1"
 	}
@@ -196,6 +198,7 @@ func ParsePortRange(s string) (lo, hi int, err error) {
 }
 
 func isLoopback(host string) bool {
+	host = strings.TrimSuffix(strings.TrimPrefix(host, "["), "]")
 	if host == "localhost" {
 		return true
 	}

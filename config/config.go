@@ -3,6 +3,7 @@ package config
 import (
 	"fmt"
 	"maps"
+	"strings"
 	"time"
 )
 
@@ -85,6 +86,39 @@ func (c *Config) Explicit() map[string]string {
 	out := make(map[string]string, len(c.explicit))
 	for k := range c.explicit {
 		out[k] = canonical(registry.byKey[k], c.values[k])
+	}
+	return out
+}
+
+// Redacted replaces the value of a sensitive key (Sensitive) wherever
+// weir shows configuration: logs, the REST API.
+const Redacted = "******"
+
+// sensitiveParts are parts of key names whose values are secrets, as
+// Flink's GlobalConfiguration treats them.
+var sensitiveParts = []string{"password", "secret", "token", "apikey", "api-key", "auth-params", "jaas.config",
+	"credential"}
+
+// Sensitive reports whether key's value is a secret (rest.auth.token, a
+// password) that must not be logged or shown.
+func Sensitive(key string) bool {
+	lk := strings.ToLower(key)
+	for _, p := range sensitiveParts {
+		if strings.Contains(lk, p) {
+			return true
+		}
+	}
+	return false
+}
+
+// ExplicitRedacted is Explicit with the values of sensitive keys replaced
+// by Redacted: what may be logged.
+func (c *Config) ExplicitRedacted() map[string]string {
+	out := c.Explicit()
+	for k := range out {
+		if Sensitive(k) {
+			out[k] = Redacted
+		}
 	}
 	return out
 }

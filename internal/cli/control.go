@@ -9,7 +9,9 @@ import (
 	"io"
 	"log/slog"
 	"math"
+	"net"
 	"net/http"
+	"net/url"
 	"os"
 	"slices"
 	"strings"
@@ -92,6 +94,24 @@ func (cf *controlFlags) bearer() string {
 		return cf.token
 	}
 	return os.Getenv(TokenEnv)
+}
+
+// bearerFor is the token to send to a server whose URL came from a
+// discovery file: only over TLS or to this machine's loopback interface.
+// Anyone who can write to the checkpoint directory (a shared bucket) can
+// plant a discovery file; the token must not follow it to their host.
+// A URL given with --url gets the token whatever it is.
+func (cf *controlFlags) bearerFor(discovered string) string {
+	u, err := url.Parse(discovered)
+	if err != nil {
+		return ""
+	}
+	host := strings.TrimSuffix(strings.TrimPrefix(u.Hostname(), "["), "]")
+	ip := net.ParseIP(host)
+	if u.Scheme == "https" || strings.EqualFold(host, "localhost") || (ip != nil && ip.IsLoopback()) {
+		return cf.bearer()
+	}
+	return ""
 }
 
 // httpClient returns the client of the commands' requests, trusting
@@ -218,7 +238,7 @@ func (a *app) findJob(ctx context.Context, cf *controlFlags, hc *http.Client, ar
 	if err != nil {
 		return controlTarget{}, err
 	}
-	client := rest.NewClient(c.url, cf.bearer(), hc)
+	client := rest.NewClient(c.url, cf.bearerFor(c.url), hc)
 	jobs, err := client.Jobs(ctx)
 	if err != nil {
 		if rest.StatusOf(err) == 0 {
@@ -386,7 +406,7 @@ func (a *app) probe(ctx context.Context, cf *controlFlags, hc *http.Client, foun
 	for i, d := range found {
 		wg.Go(func() {
 			row := listedJob{id: d.JobID, name: d.JobName, duration: "-", url: d.URL}
-			jobs, err := rest.NewClient(d.URL, cf.bearer(), hc).Jobs(ctx)
+			jobs, err := rest.NewClient(d.URL, cf.bearerFor(d.URL), hc).Jobs(ctx)
 			switch {
 			case err == nil:
 				k := slices.IndexFunc(jobs, func(j rest.JobOverview) bool { return j.JID == d.JobID })

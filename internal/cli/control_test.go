@@ -61,7 +61,7 @@ func discoveryDir(t *testing.T, url string) string {
 		"gone":   {URL: deadURL(t), JobID: "22222222222222222222222222222222", JobName: "gone", PID: 2, StartTime: 2},
 		"moved":  {URL: url, JobID: "33333333333333333333333333333333", JobName: "moved", PID: 3, StartTime: 3},
 	} {
-		if err := rest.WriteDiscovery(ctx, store, job, d); err != nil {
+		if err := rest.WriteDiscovery(ctx, store, job, rest.DiscoveryName, d); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -289,4 +289,23 @@ func TestStatusCommand(t *testing.T) {
 	r.want(t, ExitUsage, "no running jobs found", "does not exist", "--url")
 	r = runCLI(t, "status", "orders", "--url", deadURL(t))
 	r.want(t, ExitFailure, "does not answer")
+}
+
+// A token goes to a discovered server only over TLS or on loopback: a
+// planted discovery file must not collect it.
+func TestTokenNotSentToPlantedURL(t *testing.T) {
+	cf := &controlFlags{token: "tok"}
+	for u, want := range map[string]string{
+		"http://127.0.0.1:8081":      "tok",
+		"http://[::1]:8081":          "tok",
+		"http://localhost:8081":      "tok",
+		"https://weir.example:8443":  "tok",
+		"http://attacker.example:80": "",
+		"http://10.0.0.7:8081":       "",
+		"::not a url":                "",
+	} {
+		if got := cf.bearerFor(u); got != want {
+			t.Errorf("bearerFor(%s) = %q, want %q", u, got, want)
+		}
+	}
 }

@@ -170,7 +170,7 @@ func (a *app) runJob(c *cobra.Command, job jobs.Job, rf *runFlags) error {
 	if err := job.Build(env, a.stdout); err != nil {
 		return usageError(fmt.Errorf("job %s: %w", job.Name(), err))
 	}
-	logger.Info("running job", "job", name, "parallelism", opts.Parallelism, "config", cfg.Explicit())
+	logger.Info("running job", "job", name, "parallelism", opts.Parallelism, "config", cfg.ExplicitRedacted())
 	start := time.Now()
 	err = execute(c.Context(), logger, name, func(ctx context.Context) error { return env.Execute(ctx, name) })
 	if err == nil {
@@ -205,6 +205,8 @@ func execute(ctx context.Context, logger *slog.Logger, name string, exec func(co
 		return usageError(err)
 	case errors.Is(err, weir.ErrJobLocked):
 		return refused(err)
+	case errors.Is(err, weir.ErrPortInUse):
+		return usageError(err)
 	}
 	return failure(err)
 }

@@ -9,6 +9,7 @@ import (
 	"io"
 	"maps"
 	"math/rand/v2"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -179,6 +180,7 @@ func TestBenchPipelineJSON(t *testing.T) {
 	dec.DisallowUnknownFields()
 	var res struct {
 		Edge                 string  `json:"edge"`
+		Metrics              bool    `json:"metrics"`
 		Records              int64   `json:"records"`
 		Parallelism          int     `json:"parallelism"`
 		WallSeconds          float64 `json:"wallSeconds"`
@@ -192,7 +194,7 @@ func TestBenchPipelineJSON(t *testing.T) {
 	if rest, _ := io.ReadAll(dec.Buffered()); strings.TrimSpace(string(rest)) != "" || strings.Count(r.stdout, "\n") != 1 {
 		t.Errorf("stdout holds more than one JSON object:\n%s", r.stdout)
 	}
-	if res.Edge != "rebalance" || res.Records != 200000 || res.Parallelism != 2 {
+	if res.Edge != "rebalance" || !res.Metrics || res.Records != 200000 || res.Parallelism != 2 {
 		t.Errorf("result describes the wrong run: %+v", res)
 	}
 	if res.WallSeconds <= 0 || res.CPUSeconds <= 0 || res.RecordsPerSecond <= 0 || res.RecordsPerCoreSecond <= 0 {
@@ -384,5 +386,42 @@ func TestStatusLine(t *testing.T) {
 	}
 	if !strings.Contains(lines[1], "no checkpoint yet") {
 		t.Errorf("second line %q", lines[1])
+	}
+}
+
+// The REST token is a secret: the "running job" line logs the explicit
+// configuration with it redacted, and the job still serves with it.
+func TestRunLogsNoToken(t *testing.T) {
+	out := filepath.Join(t.TempDir(), "out")
+	r := runCLI(t, "run", "wordcount", "--lines", "50", "--output", out, "--log-level", "info",
+		"--set", "rest.auth.token=SUPERSECRET123", "--set", "rest.port=0")
+	r.want(t, ExitOK)
+	if strings.Contains(r.stderr, "SUPERSECRET123") {
+		t.Fatalf("the token is in the log:\n%s", r.stderr)
+	}
+	if !strings.Contains(r.stderr, "rest.auth.token:******") || !strings.Contains(r.stderr, "REST API and dashboard listening") {
+		t.Fatalf("the log lacks the redacted key or the REST address:\n%s", r.stderr)
+	}
+}
+
+// A REST port set explicitly that is taken is a usage error naming the
+// key and the remedy; [::1] is a loopback address.
+func TestRunRESTPortTaken(t *testing.T) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	port := strconv.Itoa(l.Addr().(*net.TCPAddr).Port)
+	r := runCLI(t, "run", "wordcount", "--lines", "10", "--set", "rest.port="+port)
+	r.want(t, ExitUsage)
+	for _, want := range []string{"rest.port " + port, "in use", "0 for any free port"} {
+		if !strings.Contains(r.stderr, want) {
+			t.Errorf("stderr lacks %q:\n%s", want, r.stderr)
+		}
+	}
+	r = runCLI(t, "run", "wordcount", "--lines", "10", "--set", "rest.port=0", "--set", "rest.bind-address=[::1]")
+	if r.code != ExitOK && !strings.Contains(r.stderr, "cannot assign requested address") { // a machine without IPv6
+		t.Fatalf("rest.bind-address=[::1]: exit %d\n%s", r.code, r.stderr)
 	}
 }

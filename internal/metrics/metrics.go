@@ -107,13 +107,13 @@ func (c *Counter) Value() float64 { return float64(c.n.Load()) }
 
 // Gauge reads a value when asked. Its function must be safe to call from
 // any goroutine.
-type Gauge struct{ f func() float64 }
+type Gauge struct{ f atomic.Pointer[func() float64] }
 
 // Kind is KindGauge.
 func (*Gauge) Kind() Kind { return KindGauge }
 
 // Value calls the gauge's function.
-func (g *Gauge) Value() float64 { return g.f() }
+func (g *Gauge) Value() float64 { return (*g.f.Load())() }
 
 // DefaultMeterWindow is the span a Meter averages over (Flink's MeterView
 // default: 60 s).

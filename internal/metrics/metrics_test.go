@@ -99,3 +99,24 @@ func TestHistogramQuantiles(t *testing.T) {
 		t.Fatal("empty summary")
 	}
 }
+
+// A restarted task registers its gauges again while readers read them.
+func TestGaugeReRegisteredWhileRead(t *testing.T) {
+	g := NewRegistry().Group(ScopeTask)
+	g.Gauge("x", func() float64 { return 1 })
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for range 1000 {
+			g.Each(func(_ string, m Metric) { _ = m.Value() })
+		}
+	}()
+	for i := range 1000 {
+		v := float64(i)
+		g.Gauge("x", func() float64 { return v })
+	}
+	<-done
+	if m, _ := g.Get("x"); m.Value() != 999 {
+		t.Fatalf("gauge reads %v after re-registration, want 999", m.Value())
+	}
+}

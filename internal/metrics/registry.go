@@ -49,10 +49,8 @@ func (g *Group) Counter(name string) *Counter {
 // Gauge registers a gauge called name that reads f. A second Gauge of the
 // same name replaces the function.
 func (g *Group) Gauge(name string, f func() float64) *Gauge {
-	gg := register(g, name, func() *Gauge { return &Gauge{f: f} })
-	g.mu.Lock()
-	gg.f = f
-	g.mu.Unlock()
+	gg := register(g, name, func() *Gauge { return &Gauge{} })
+	gg.f.Store(&f)
 	return gg
 }
 

@@ -11,7 +11,7 @@ import (
 
 func TestJobMetrics(t *testing.T) {
 	now := time.Unix(1_000_000, 0)
-	j := NewJob("a1b2", "orders", nil, func() time.Time { return now })
+	j := NewJob("a1b2", "orders", nil, func() time.Time { return now }, 0)
 	g := RegisterJobMetrics(j)
 	if g.Scope() != metrics.ScopeJob || g.Label(metrics.LabelJobID) != "a1b2" || g.Label(metrics.LabelJobName) != "orders" {
 		t.Fatalf("group %s %v", g.Scope(), g.Labels())

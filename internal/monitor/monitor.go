@@ -173,14 +173,16 @@ type Exception struct {
 // maxExceptions is how many failures a job remembers.
 const maxExceptions = 16
 
-// NewJob returns a job in state Initializing, started now.
-func NewJob(id, name string, vertices []Vertex, now func() time.Time) *Job {
+// NewJob returns a job in state Initializing, started now, whose
+// checkpoint history keeps historySize checkpoints
+// (stats.DefaultHistorySize if <= 0; web.checkpoints.history).
+func NewJob(id, name string, vertices []Vertex, now func() time.Time, historySize int) *Job {
 	if now == nil {
 		now = time.Now
 	}
 	t := now()
 	return &Job{ID: id, Name: name, Vertices: vertices, Config: map[string]string{},
-		Checkpoints: stats.NewTracker(0), Metrics: metrics.NewRegistryClock(now), now: now,
+		Checkpoints: stats.NewTracker(historySize), Metrics: metrics.NewRegistryClock(now), now: now,
 		state: Initializing, timestamps: map[State]time.Time{Initializing: t}, start: t}
 }
 
@@ -203,7 +205,9 @@ func (j *Job) SetState(s State) {
 	t := j.now()
 	j.mu.Lock()
 	defer j.mu.Unlock()
-	if j.state.Terminal() {
+	// Once canceling, only the end may follow: a deployment that starts
+	// while the cancel takes effect does not make the job running again.
+	if j.state.Terminal() || (j.state == Cancelling && !s.Terminal()) {
 		return
 	}
 	j.state = s

@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/weirstream/weir/internal/checkpoint/stats"
 	"github.com/weirstream/weir/internal/graph"
 	"github.com/weirstream/weir/internal/network"
 	"github.com/weirstream/weir/internal/task"
@@ -17,7 +18,7 @@ func (f fakeDeployment) Metrics() []task.TaskMetrics { return f }
 
 func TestJobLifecycleAndControls(t *testing.T) {
 	now := time.UnixMilli(1_000)
-	j := NewJob(NewJobID(), "counter", nil, func() time.Time { return now })
+	j := NewJob(NewJobID(), "counter", nil, func() time.Time { return now }, 0)
 	if len(j.ID) != 32 {
 		t.Fatalf("job id %q is not 32 hex digits", j.ID)
 	}
@@ -87,7 +88,7 @@ func TestVertices(t *testing.T) {
 	if VertexID("other", v0) != vs[0].ID {
 		t.Fatal("a uid-derived vertex id changed with the job name")
 	}
-	j := NewJob("id", "job", vs, nil)
+	j := NewJob("id", "job", vs, nil, 0)
 	if v, ok := j.Vertex(vs[1].ID); !ok || v.Index != 1 {
 		t.Fatal("vertex by id")
 	}
@@ -96,5 +97,29 @@ func TestVertices(t *testing.T) {
 	}
 	if _, ok := j.Vertex("nope"); ok {
 		t.Fatal("unknown vertex found")
+	}
+}
+
+func TestHistorySizeAndCancelDuringDeploy(t *testing.T) {
+	j := NewJob("id", "job", nil, nil, 2)
+	for id := int64(1); id <= 3; id++ {
+		j.Checkpoints.Triggered(id, time.Now(), stats.KindCheckpoint, 1)
+	}
+	if h := j.Checkpoints.Snapshot().History; len(h) != 2 || h[0].ID != 3 {
+		t.Fatalf("history %+v, want the 2 newest (web.checkpoints.history)", h)
+	}
+	j.SetControls(Controls{Cancel: func() {}})
+	j.SetState(Running)
+	if err := j.Cancel(); err != nil {
+		t.Fatal(err)
+	}
+	j.SetState(Restarting) // a restart racing the cancel
+	j.SetState(Running)
+	if s := j.Status().State; s != Cancelling {
+		t.Fatalf("state %s after a deployment during the cancel, want CANCELLING", s)
+	}
+	j.SetState(Canceled)
+	if s := j.Status().State; s != Canceled {
+		t.Fatalf("state %s", s)
 	}
 }

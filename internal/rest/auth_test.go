@@ -171,3 +171,49 @@ func TestTLS(t *testing.T) {
 		t.Errorf("certificate without key: %v", err)
 	}
 }
+
+// Without a token, only requests naming a loopback host are answered: a
+// page whose domain was rebound to 127.0.0.1 cannot cancel the job.
+func TestDNSRebindingRefused(t *testing.T) {
+	s, j := fixture(t, Config{})
+	do := func(method, path, host string) int {
+		req, _ := http.NewRequest(method, s.URL()+path, nil)
+		req.Host = host
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		return resp.StatusCode
+	}
+	port := strings.TrimPrefix(s.URL()[strings.LastIndex(s.URL(), ":"):], ":")
+	for _, host := range []string{"evil.example", "evil.example:" + port, "10.0.0.1:" + port} {
+		if st := do(http.MethodGet, "/jobs", host); st != http.StatusMisdirectedRequest {
+			t.Errorf("Host %s: %d, want 421", host, st)
+		}
+		if st := do(http.MethodPatch, jobPrefix+"?mode=cancel", host); st != http.StatusMisdirectedRequest {
+			t.Errorf("cancel with Host %s: %d, want 421", host, st)
+		}
+	}
+	if j.Cancels() != 0 {
+		t.Fatal("a rebound request canceled the job")
+	}
+	for _, host := range []string{"localhost:" + port, "127.0.0.1:" + port, "[::1]:" + port, "LOCALHOST"} {
+		if st := do(http.MethodGet, "/jobs", host); st != http.StatusOK {
+			t.Errorf("Host %s: %d, want 200", host, st)
+		}
+	}
+	// With a token any host name may be used (a server behind a proxy).
+	s2, _ := fixture(t, Config{AuthToken: "tok"})
+	req, _ := http.NewRequest(http.MethodGet, s2.URL()+"/jobs", nil)
+	req.Host = "weir.example.com"
+	req.Header.Set("Authorization", "Bearer tok")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		t.Errorf("with a token, Host weir.example.com: %d", resp.StatusCode)
+	}
+}

@@ -1,11 +1,11 @@
 package rest
 
 import (
-	"slices"
 	"strconv"
 	"strings"
 	"time"
 
+	"github.com/weirstream/weir/config"
 	"github.com/weirstream/weir/internal/checkpoint/stats"
 	"github.com/weirstream/weir/internal/metrics"
 	"github.com/weirstream/weir/internal/monitor"
@@ -192,20 +192,15 @@ func description(v monitor.Vertex) string {
 	return strings.Join(names, " -> ")
 }
 
-// sensitiveKeys are parts of configuration keys whose values the API
-// hides, as Flink does.
-var sensitiveKeys = []string{"password", "secret", "token", "apikey", "api-key", "auth-params", "jaas.config",
-	"credential"}
-
-// Redacted replaces the value of a sensitive configuration key.
-const Redacted = "******"
+// Redacted replaces the value of a sensitive configuration key
+// (config.Sensitive).
+const Redacted = config.Redacted
 
 func jobConfig(j *monitor.Job) JobConfig {
 	c := JobConfig{JID: j.ID, Name: j.Name, ExecutionConfig: ExecutionConfig{ExecutionMode: "PIPELINED",
 		RestartStrategy: "default", JobParallelism: jobParallelism(j, false), UserConfig: map[string]string{}}}
 	for k, v := range j.Config {
-		lk := strings.ToLower(k)
-		if slices.ContainsFunc(sensitiveKeys, func(s string) bool { return strings.Contains(lk, s) }) {
+		if config.Sensitive(k) {
 			v = Redacted
 		}
 		c.ExecutionConfig.UserConfig[k] = v

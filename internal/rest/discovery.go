@@ -42,10 +42,22 @@ type Discovery struct {
 	StartTime int64 `json:"startTime"`
 }
 
-// WriteDiscovery writes d to the discovery file of jobDir (a job
-// directory name, storage.SanitizeJob's form) in store, replacing any
-// earlier one. The file appears whole or not at all.
-func WriteDiscovery(ctx context.Context, store *storage.Storage, jobDir string, d Discovery) error {
+// DiscoveryFile is the name of a run's discovery file in its job
+// directory: DiscoveryName for a run that holds the job's lock (a run
+// with checkpoints: there is one at a time), DiscoveryName-<jobid> for a
+// run without (several runs of the same job may then share the
+// directory, and each writes and removes only its own file).
+func DiscoveryFile(locked bool, jobID string) string {
+	if locked {
+		return DiscoveryName
+	}
+	return DiscoveryName + "-" + jobID
+}
+
+// WriteDiscovery writes d to the discovery file name (DiscoveryFile) of
+// jobDir (a job directory name, storage.SanitizeJob's form) in store,
+// replacing any earlier one. The file appears whole or not at all.
+func WriteDiscovery(ctx context.Context, store *storage.Storage, jobDir, name string, d Discovery) error {
 	if err := checkJobDir(jobDir); err != nil {
 		return err
 	}
@@ -53,16 +65,16 @@ func WriteDiscovery(ctx context.Context, store *storage.Storage, jobDir string, 
 	if err != nil {
 		return fmt.Errorf("discovery file: %w", err)
 	}
-	return store.WriteJobFile(ctx, jobDir, DiscoveryName, append(data, '\n'))
+	return store.WriteJobFile(ctx, jobDir, name, append(data, '\n'))
 }
 
-// RemoveDiscovery deletes the discovery file of jobDir; a missing file is
-// not an error.
-func RemoveDiscovery(ctx context.Context, store *storage.Storage, jobDir string) error {
+// RemoveDiscovery deletes the discovery file name of jobDir; a missing
+// file is not an error.
+func RemoveDiscovery(ctx context.Context, store *storage.Storage, jobDir, name string) error {
 	if err := checkJobDir(jobDir); err != nil {
 		return err
 	}
-	return store.DeleteJobFile(ctx, jobDir, DiscoveryName)
+	return store.DeleteJobFile(ctx, jobDir, name)
 }
 
 // checkJobDir refuses names that are not job directories as
@@ -133,12 +145,22 @@ func FindDiscovery(ctx context.Context, dir string) ([]Discovery, error) {
 		if !t.IsDir {
 			continue
 		}
-		d, ok, err := readDiscovery(ctx, b, t.Key+DiscoveryName)
+		files, err := b.List(ctx, t.Key+DiscoveryName, "/")
 		if err != nil {
 			return nil, fmt.Errorf("checkpoint directory %s: %w", dir, err)
 		}
-		if ok {
-			out = append(out, d)
+		for _, f := range files {
+			name := strings.TrimPrefix(f.Key, t.Key)
+			if f.IsDir || (name != DiscoveryName && !strings.HasPrefix(name, DiscoveryName+"-")) {
+				continue
+			}
+			d, ok, err := readDiscovery(ctx, b, f.Key)
+			if err != nil {
+				return nil, fmt.Errorf("checkpoint directory %s: %w", dir, err)
+			}
+			if ok {
+				out = append(out, d)
+			}
 		}
 	}
 	slices.SortFunc(out, func(a, b Discovery) int {

@@ -189,8 +189,8 @@ func TestRunningJobServesFlinkAPI(t *testing.T) {
 			if res.Status.ID != "COMPLETED" {
 				return fmt.Errorf("status %q", res.Status.ID)
 			}
-			if res.Operation["failure-cause"] != nil {
-				t.Fatalf("manual checkpoint failed: %v", res.Operation["failure-cause"])
+			if res.Operation["failureCause"] != nil {
+				t.Fatalf("manual checkpoint failed: %v", res.Operation["failureCause"])
 			}
 			ids = append(ids, num(res.Operation["checkpointId"]))
 			return nil

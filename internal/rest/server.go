@@ -326,6 +326,14 @@ func writeError(w http.ResponseWriter, status int, msg string) {
 // ServeHTTP serves a request: API paths (after an optional /v1 prefix)
 // with the token check, other GET requests by the dashboard.
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	// Without a token the server listens on loopback only; a request
+	// naming another host reached it through DNS rebinding (a web page
+	// whose name now resolves to 127.0.0.1) and may not control the job.
+	if s.cfg.AuthToken == "" && !loopbackHost(r.Host) {
+		writeError(w, http.StatusMisdirectedRequest, fmt.Sprintf("Host %q is not a loopback address: without "+
+			"rest.auth.token the server answers only requests to localhost, 127.0.0.1 or [::1]", r.Host))
+		return
+	}
 	if rest, ok := strings.CutPrefix(r.URL.Path, "/v1/"); ok {
 		r2 := r.Clone(r.Context())
 		r2.URL.Path, r2.URL.RawPath = "/"+rest, ""
@@ -348,6 +356,21 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	writeError(w, http.StatusNotFound, "Not found: "+r.URL.Path)
+}
+
+// loopbackHost reports whether a Host header names this machine's
+// loopback interface (with or without a port).
+func loopbackHost(hostport string) bool {
+	host := hostport
+	if h, _, err := net.SplitHostPort(hostport); err == nil {
+		host = h
+	}
+	host = strings.TrimSuffix(strings.TrimPrefix(host, "["), "]")
+	if strings.EqualFold(host, "localhost") {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
 }
 
 // routes registers the API.

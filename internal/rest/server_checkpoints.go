@@ -50,6 +50,18 @@ func (t *triggers) start(jobID string) string {
 	return id
 }
 
+// maxRunningTriggers bounds the checkpoint triggers waiting for their
+// checkpoint at once: a client hammering POST /checkpoints while the job
+// restarts must not pile up goroutines.
+const maxRunningTriggers = 16
+
+// running counts the triggers without a result yet.
+func (t *triggers) running() int {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return len(t.byID) - len(t.finished)
+}
+
 // finish records a trigger's result.
 func (t *triggers) finish(id string, checkpoint int64, err error) {
 	t.mu.Lock()
@@ -179,6 +191,11 @@ func (s *Server) triggerCheckpoint(r *http.Request) (any, error) {
 	if s.closed {
 		s.mu.Unlock()
 		return nil, errorf(http.StatusServiceUnavailable, "The server is shutting down")
+	}
+	if s.triggers.running() >= maxRunningTriggers {
+		s.mu.Unlock()
+		return nil, errorf(http.StatusTooManyRequests, "%d checkpoint triggers are still running: wait for one "+
+			"to finish (GET /jobs/%s/checkpoints/<triggerid>)", maxRunningTriggers, j.ID)
 	}
 	id := s.triggers.start(j.ID)
 	s.wg.Add(1)

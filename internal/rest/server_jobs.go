@@ -101,12 +101,10 @@ func (s *Server) cancelJob(r *http.Request) (any, error) {
 		return nil, err
 	}
 	switch mode := r.URL.Query().Get("mode"); mode {
-	case "cancel":
+	case "cancel", "": // Flink's default mode is cancel
 	case "stop":
 		return nil, errorf(http.StatusBadRequest, "mode=stop (stop-with-savepoint) is not supported: it comes with "+
 			"savepoints, which weir does not take yet; use mode=cancel")
-	case "":
-		return nil, errorf(http.StatusBadRequest, "Missing query parameter mode; valid: cancel")
 	default:
 		return nil, errorf(http.StatusBadRequest, "Unknown mode %q; valid: cancel", mode)
 	}

@@ -512,7 +512,7 @@ func TestTriggerCheckpoint(t *testing.T) {
 		st, v = triggerStatus(t, s, tr.RequestID)
 		return st.Status.ID == OperationCompleted
 	})
-	fields(t, "failure cause", at(t, v, "operation", "failure-cause"), "class:string stack-trace:string serialized-throwable:string")
+	fields(t, "failure cause", at(t, v, "operation", "failureCause"), "class:string stack-trace:string serialized-throwable:string")
 	if fc := st.Operation.FailureCause; fc == nil || fc.StackTrace != "checkpoint declined: task not ready" ||
 		st.Operation.CheckpointID != nil {
 		t.Errorf("failed: %+v", st.Operation)
@@ -572,7 +572,6 @@ func TestCancel(t *testing.T) {
 	s, j := fixture(t, Config{})
 	patch := func(path string) answer { return call(t, nil, http.MethodPatch, s.URL(), path, "", "") }
 
-	wantError(t, patch(jobPrefix), http.StatusBadRequest, "Missing query parameter mode")
 	wantError(t, patch(jobPrefix+"?mode=stop"), http.StatusBadRequest, "savepoints")
 	wantError(t, patch(jobPrefix+"?mode=halt"), http.StatusBadRequest, `Unknown mode "halt"`)
 	if j.Cancels() != 0 {
@@ -584,6 +583,10 @@ func TestCancel(t *testing.T) {
 	}
 	if j.Cancels() != 1 || j.Status().State != monitor.Cancelling {
 		t.Errorf("after cancel: %d calls, state %s", j.Cancels(), j.Status().State)
+	}
+	// Without a mode, PATCH cancels, as Flink's default.
+	if a := patch(jobPrefix); a.status != http.StatusAccepted || j.Cancels() != 2 {
+		t.Fatalf("PATCH without mode: %d %s, %d cancel calls", a.status, a.body, j.Cancels())
 	}
 	wantError(t, patch("/jobs/"+finishedID+"?mode=cancel"), http.StatusConflict, "terminal state FINISHED")
 	wantError(t, patch("/jobs/nope?mode=cancel"), http.StatusNotFound, "Job nope not found")
@@ -675,4 +678,20 @@ func TestTypesEncodeNulls(t *testing.T) {
 	if string(b) != `{"status":{"id":"IN_PROGRESS"},"operation":null}` {
 		t.Errorf("%s", b)
 	}
+}
+
+// A client cannot pile up triggers that wait for their checkpoints (a job
+// that restarts takes none): beyond maxRunningTriggers it gets 429.
+func TestRunningTriggersBounded(t *testing.T) {
+	s, j := fixture(t, Config{})
+	post := func() answer { return call(t, nil, http.MethodPost, s.URL(), jobPrefix+"/checkpoints", "", "") }
+	for i := range maxRunningTriggers {
+		if a := post(); a.status != http.StatusAccepted {
+			t.Fatalf("trigger %d: %d %s", i, a.status, a.body)
+		}
+	}
+	wantError(t, post(), http.StatusTooManyRequests, "checkpoint triggers are still running")
+	j.Results <- resttest.Result{ID: 1}
+	eventually(t, "a trigger slot to free", func() bool { return post().status == http.StatusAccepted })
+	// The rest end with the server (Close cancels their context).
 }

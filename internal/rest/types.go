@@ -535,7 +535,7 @@ type QueueStatus struct {
 // why it failed.
 type CheckpointOperation struct {
 	CheckpointID *int64               `json:"checkpointId,omitempty"`
-	FailureCause *SerializedThrowable `json:"failure-cause,omitempty"`
+	FailureCause *SerializedThrowable `json:"failureCause,omitempty"`
 }
 
 // SerializedThrowable is Flink's form of an error. Class is a short kind

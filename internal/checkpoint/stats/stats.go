@@ -342,13 +342,26 @@ func copyCheckpoint(c *Checkpoint) Checkpoint {
 
 // Snapshot returns a copy of the statistics.
 func (t *Tracker) Snapshot() Snapshot {
+	// The summaries are sorted outside the lock: the runner reports to
+	// the tracker from its goroutine and must not wait for a reader.
+	var vals [len(t.sums)][]float64
+	var counts [len(t.sums)]int64
+	s := t.snapshotLocked(&vals, &counts)
+	sums := []*Summary{&s.Summaries.CheckpointedSize, &s.Summaries.StateSize, &s.Summaries.EndToEnd,
+		&s.Summaries.PersistedData, &s.Summaries.ProcessedData}
+	for i := range sums {
+		*sums[i] = metrics.Summarize(vals[i], counts[i])
+	}
+	sort.SliceStable(s.History, func(i, j int) bool { return s.History[i].ID > s.History[j].ID })
+	return s
+}
+
+func (t *Tracker) snapshotLocked(vals *[5][]float64, counts *[5]int64) Snapshot {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	s := Snapshot{Counts: t.counts}
-	sums := []*Summary{&s.Summaries.CheckpointedSize, &s.Summaries.StateSize, &s.Summaries.EndToEnd,
-		&s.Summaries.PersistedData, &s.Summaries.ProcessedData}
 	for i, r := range t.sums {
-		*sums[i] = metrics.Summarize(slices.Clone(r.vals), r.count)
+		vals[i], counts[i] = slices.Clone(r.vals), r.count
 	}
 	clone := func(c *Checkpoint) *Checkpoint {
 		if c == nil {
@@ -366,7 +379,6 @@ func (t *Tracker) Snapshot() Snapshot {
 	for i, c := range t.history {
 		s.History[i] = copyCheckpoint(c)
 	}
-	sort.SliceStable(s.History, func(i, j int) bool { return s.History[i].ID > s.History[j].ID })
 	return s
 }
 

@@ -178,7 +178,7 @@ func (j *Job) Triggers() int { return int(j.triggers.Load()) }
 // task metrics and metric groups described above; the clock reads Now.
 func NewJob() *Job {
 	clock := &Clock{t: T0}
-	j := &Job{Job: monitor.NewJob(JobID, JobName, Vertices(), clock.Now), Clock: clock,
+	j := &Job{Job: monitor.NewJob(JobID, JobName, Vertices(), clock.Now, 0), Clock: clock,
 		Deployment: &Deployment{}, Results: make(chan Result)}
 	j.Config = map[string]string{"parallelism.default": "2", "pipeline.name": JobName,
 		"rest.auth.token": "s3cr3t", "restart-strategy.type": "exponential-delay",
@@ -213,7 +213,7 @@ func NewJob() *Job {
 // NewFinishedJob returns a job that ran and finished, with no controls.
 func NewFinishedJob(id, name string) *monitor.Job {
 	clock := &Clock{t: T0}
-	j := monitor.NewJob(id, name, Vertices(), clock.Now)
+	j := monitor.NewJob(id, name, Vertices(), clock.Now, 0)
 	clock.Set(T0.Add(time.Second))
 	j.SetState(monitor.Running)
 	clock.Set(T0.Add(time.Minute))

@@ -28,7 +28,7 @@ func TestDoctorFromJob(t *testing.T) {
 		{Index: 0, Name: "Source: Events", Parallelism: 1},
 		{Index: 1, Name: "Sink", Parallelism: 2, Inputs: []monitor.Input{{Vertex: 0, ShipStrategy: "REBALANCE"}}},
 	}
-	j := monitor.NewJob("0123", "orders", vs, func() time.Time { return t0 })
+	j := monitor.NewJob("0123", "orders", vs, func() time.Time { return t0 }, 0)
 	j.Checkpoint = monitor.CheckpointConfig{Enabled: true, Interval: time.Second, Timeout: time.Minute,
 		TolerableFailures: 2, StateBackend: "pebble", Incremental: true}
 	j.Config["taskmanager.network.memory.buffer-debloat.enabled"] = "true"

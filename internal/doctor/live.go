@@ -16,9 +16,13 @@ import (
 const DefaultLast = stats.DefaultHistorySize
 
 // Handle is the REST hook of GET /jobs/{jobid}/doctor: the report on the
-// last n checkpoints of the running job j (DefaultLast if n <= 0), as a
-// value to encode as JSON (a Report).
+// last n checkpoints of the running job j (if n <= 0, as many as its
+// statistics keep: web.checkpoints.history), as a value to encode as
+// JSON (a Report).
 func Handle(j *monitor.Job, n int) any {
+	if n <= 0 {
+		n, _ = strconv.Atoi(j.Config["web.checkpoints.history"])
+	}
 	return Diagnose(FromJob(j, n), Options{})
 }
 

@@ -121,7 +121,11 @@ func (a *app) diagnose(ctx context.Context, cf *controlFlags, arg string, last i
 	if logFile != "" {
 		fmt.Fprintln(a.stderr, "warning: --log is ignored: a running job reports its failed checkpoints itself")
 	}
-	rep, err := fetchReport(ctx, hc, t.client.URL(), cf.bearer(), t.job.JID, last)
+	token := cf.bearer()
+	if cf.url == "" {
+		token = cf.bearerFor(t.client.URL()) // a discovered server: not just anyone's
+	}
+	rep, err := fetchReport(ctx, hc, t.client.URL(), token, t.job.JID, last)
 	if rest.StatusOf(err) == http.StatusNotFound {
 		return rep, failure(fmt.Errorf("the REST server at %s has no checkpoint doctor for job %s: %w", t.client.URL(), t.job.JID, err))
 	}

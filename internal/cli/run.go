@@ -143,6 +143,17 @@ func (a *app) runJob(c *cobra.Command, job jobs.Job, rf *runFlags) error {
 	if err != nil {
 		problems = append(problems, err)
 	}
+	// A job's own defaults (the troubled job's checkpoint interval) apply
+	// where neither --set nor --config set the key.
+	if d, ok := job.(jobs.Defaulter); ok && cfg != nil {
+		for k, v := range d.Defaults() {
+			if !cfg.IsSet(k) {
+				if err := cfg.Set(k, v); err != nil {
+					problems = append(problems, fmt.Errorf("job %s default %s=%s: %w", job.Name(), k, v, err))
+				}
+			}
+		}
+	}
 	if err := job.Validate(); err != nil {
 		problems = append(problems, err)
 	}

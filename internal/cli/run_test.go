@@ -425,3 +425,23 @@ func TestRunRESTPortTaken(t *testing.T) {
 		t.Fatalf("rest.bind-address=[::1]: exit %d\n%s", r.code, r.stderr)
 	}
 }
+
+// A job's own defaults apply where the configuration is silent: the
+// troubled job checkpoints without --set, and --set still wins.
+func TestRunAppliesJobDefaults(t *testing.T) {
+	dir := t.TempDir()
+	r := runCLI(t, "run", "troubled", "--induce", "growth", "--duration", "1500ms", "--log-level", "info",
+		"--set", "rest.port=0", "--set", "execution.checkpointing.dir="+filepath.Join(dir, "chk"),
+		"--set", "state.backend.local-dir="+filepath.Join(dir, "state"))
+	r.want(t, ExitOK)
+	if !strings.Contains(r.stderr, "Completed checkpoint") {
+		t.Fatalf("no checkpoint completed with the job's default interval:\n%s", r.stderr)
+	}
+	r = runCLI(t, "run", "troubled", "--induce", "growth", "--duration", "1500ms", "--log-level", "info",
+		"--set", "rest.port=0", "--set", "execution.checkpointing.dir="+filepath.Join(dir, "chk2"),
+		"--set", "state.backend.local-dir="+filepath.Join(dir, "state2"), "--set", "execution.checkpointing.interval=1h")
+	r.want(t, ExitOK)
+	if strings.Contains(r.stderr, "Completed checkpoint 2 ") {
+		t.Fatalf("--set execution.checkpointing.interval=1h did not win over the job's default:\n%s", r.stderr)
+	}
+}

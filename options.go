@@ -4,7 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"net"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -13,6 +12,7 @@ import (
 	"github.com/weirstream/weir/config"
 	"github.com/weirstream/weir/internal/keygroup"
 	"github.com/weirstream/weir/internal/network"
+	"github.com/weirstream/weir/internal/rest"
 	"github.com/weirstream/weir/internal/runner"
 	"github.com/weirstream/weir/internal/task"
 )
@@ -161,18 +161,18 @@ func (r *RESTOptions) validate() []error {
 		return nil
 	}
 	var errs []error
-	if _, _, err := ParsePortRange(r.Port); err != nil {
+	if _, _, err := rest.ParsePorts(r.Port); err != nil {
 		errs = append(errs, fmt.Errorf("rest.port/rest.bind-port: %w", err))
 	}
 	if r.PrometheusPort != "" {
-		if _, _, err := ParsePortRange(r.PrometheusPort); err != nil {
+		if _, _, err := rest.ParsePorts(r.PrometheusPort); err != nil {
 			errs = append(errs, fmt.Errorf("metrics.reporter.prom.port: %w", err))
 		}
 	}
 	if r.sslIncomplete || (r.CertFile == "") != (r.KeyFile == "") {
 		errs = append(errs, errors.New("rest.ssl.enabled needs both rest.ssl.cert and rest.ssl.key (PEM files)"))
 	}
-	if !isLoopback(r.BindAddress) && r.AuthToken == "" {
+	if !rest.IsLoopback(r.BindAddress) && r.AuthToken == "" {
 		errs = append(errs, fmt.Errorf("rest.bind-address %q is not a loopback address: set rest.auth.token so that only "+
 			"clients with the token can control the job (or bind to 127.0.0.1)", r.BindAddress))
 	}
@@ -182,29 +182,6 @@ func (r *RESTOptions) validate() []error {
 	return errs
 }
 
-// ParsePortRange parses a port ("8081") or a range ("50100-50200"); "0"
-// means any free port.
-func ParsePortRange(s string) (lo, hi int, err error) {
-	a, b, isRange := strings.Cut(strings.TrimSpace(s), "-")
-	lo, err = strconv.Atoi(strings.TrimSpace(a))
-	hi = lo
-	if err == nil && isRange {
-		hi, err = strconv.Atoi(strings.TrimSpace(b))
-	}
-	if err != nil || lo < 0 || hi > 65535 || hi < lo || (isRange && lo == 0) {
-		return 0, 0, fmt.Errorf("%q is not a port (0 to 65535, 0 for any free port) or a range such as 50100-50200", s)
-	}
-	return lo, hi, nil
-}
-
-func isLoopback(host string) bool {
-	host = strings.TrimSuffix(strings.TrimPrefix(host, "["), "]")
-	if host == "localhost" {
-		return true
-	}
-	ip := net.ParseIP(host)
-	return ip != nil && ip.IsLoopback()
-}
 
 // EnsureDefaults fills zero fields with their defaults.
 func (o *Options) EnsureDefaults() {

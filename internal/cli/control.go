@@ -9,7 +9,6 @@ import (
 	"io"
 	"log/slog"
 	"math"
-	"net"
 	"net/http"
 	"net/url"
 	"os"
@@ -106,9 +105,7 @@ func (cf *controlFlags) bearerFor(discovered string) string {
 	if err != nil {
 		return ""
 	}
-	host := strings.TrimSuffix(strings.TrimPrefix(u.Hostname(), "["), "]")
-	ip := net.ParseIP(host)
-	if u.Scheme == "https" || strings.EqualFold(host, "localhost") || (ip != nil && ip.IsLoopback()) {
+	if u.Scheme == "https" || rest.IsLoopback(u.Hostname()) {
 		return cf.bearer()
 	}
 	return ""

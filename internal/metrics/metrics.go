@@ -107,7 +107,9 @@ func (c *Counter) Value() float64 { return float64(c.n.Load()) }
 
 // Gauge reads a value when asked. Its function must be safe to call from
 // any goroutine.
-type Gauge struct{ f atomic.Pointer[func() float64] }
+type Gauge struct {
+	f atomic.Pointer[func() float64]
+}
 
 // Kind is KindGauge.
 func (*Gauge) Kind() Kind { return KindGauge }

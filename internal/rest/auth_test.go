@@ -36,8 +36,8 @@ func TestNonLoopbackNeedsToken(t *testing.T) {
 	if err := c.validate(); err != nil {
 		t.Errorf("non-loopback address with a token: %v", err)
 	}
-	for _, addr := range []string{"127.0.0.1", "127.0.0.2", "::1", "localhost"} {
-		if !isLoopback(addr) {
+	for _, addr := range []string{"127.0.0.1", "127.0.0.2", "::1", "[::1]", "localhost", "LocalHost"} {
+		if !IsLoopback(addr) {
 			t.Errorf("%s is loopback", addr)
 		}
 	}

@@ -8,9 +8,11 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net"
 	"net/http"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -377,4 +379,67 @@ func TestDashboardOfRunningJob(t *testing.T) {
 	webtest.WaitFor(ctx, t, "a subtask table per vertex in the drill-down",
 		fmt.Sprintf(`document.querySelectorAll("#checkpoint-detail table.subtasks[data-vertex-id]").length === %d`, len(job.Vertices)))
 	webtest.Screenshot(ctx, t, "dashboard-live-checkpoints")
+}
+
+// Bad REST options are refused before anything starts, each naming its
+// key and what is valid.
+func TestRESTOptionsValidation(t *testing.T) {
+	t.Parallel()
+	for _, c := range []struct {
+		rest weir.RESTOptions
+		want string
+	}{
+		{weir.RESTOptions{Enabled: true, Port: "80a"}, `rest.port/rest.bind-port: port "80a" is not a port`},
+		{weir.RESTOptions{Enabled: true, Port: "9000-8000"}, "a range such as 50100-50200"},
+		{weir.RESTOptions{Enabled: true, PrometheusPort: "x"}, "metrics.reporter.prom.port"},
+		{weir.RESTOptions{Enabled: true, CertFile: "cert.pem"}, "rest.ssl.cert and rest.ssl.key"},
+		{weir.RESTOptions{Enabled: true, BindAddress: "10.1.2.3"}, "set rest.auth.token"},
+		{weir.RESTOptions{Enabled: true, HistorySize: -1}, "web.checkpoints.history"},
+	} {
+		o := weir.Options{REST: c.rest}
+		o.EnsureDefaults()
+		err := o.Validate()
+		if err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%+v: %v, want an error containing %q", c.rest, err, c.want)
+		}
+	}
+	for _, ok := range []weir.RESTOptions{
+		{Enabled: true, BindAddress: "[::1]", Port: "0"},
+		{Enabled: true, BindAddress: "0.0.0.0", AuthToken: "t", Port: "50100-50200"},
+		{Enabled: false, Port: "nonsense"}, // off: not looked at
+	} {
+		o := weir.Options{REST: ok}
+		o.EnsureDefaults()
+		if err := o.Validate(); err != nil {
+			t.Errorf("%+v: %v", ok, err)
+		}
+	}
+}
+
+// metrics.reporter.prom.port serves /metrics on a port of its own too.
+func TestPrometheusOnItsOwnPort(t *testing.T) {
+	t.Parallel()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	port := strconv.Itoa(l.Addr().(*net.TCPAddr).Port)
+	l.Close() // free again for the job (another process could take it in between: then the job fails loudly)
+	rc := startCounter(t, func(o *weir.Options) { o.REST.PrometheusPort = port })
+	if strings.HasSuffix(rc.url, ":"+port) {
+		t.Fatalf("the REST server took the Prometheus port %s", port)
+	}
+	eventually(t, "the job metrics on the Prometheus port", func() error {
+		resp, err := http.Get("http://127.0.0.1:" + port + "/metrics")
+		if err != nil {
+			return err
+		}
+		defer resp.Body.Close()
+		body, _ := io.ReadAll(resp.Body)
+		if !strings.Contains(string(body), "weir_jobmanager_job_totalNumberOfCheckpoints{") ||
+			!strings.Contains(string(body), "weir_taskmanager_job_task_busyTimeMsPerSecond{") {
+			return fmt.Errorf("status %d, body %.300s", resp.StatusCode, body)
+		}
+		return nil
+	})
 }

@@ -18,9 +18,10 @@ var ErrPortInUse = errors.New("port is in use")
 // listen on an address other machines reach without an AuthToken.
 var ErrTokenRequired = errors.New("an auth token is required")
 
-// parsePorts parses a port ("8081"), "0" (any free port) or a range
-// ("50100-50200"), as weir.ParsePortRange does.
-func parsePorts(s string) (lo, hi int, err error) {
+// ParsePorts parses a port ("8081"), "0" (any free port) or a range
+// ("50100-50200"): the forms of rest.port, rest.bind-port and
+// metrics.reporter.prom.port.
+func ParsePorts(s string) (lo, hi int, err error) {
 	a, b, isRange := strings.Cut(strings.TrimSpace(s), "-")
 	lo, err = strconv.Atoi(strings.TrimSpace(a))
 	hi = lo
@@ -33,10 +34,12 @@ func parsePorts(s string) (lo, hi int, err error) {
 	return lo, hi, nil
 }
 
-// isLoopback reports whether host only accepts connections from this
-// machine.
-func isLoopback(host string) bool {
-	if host == "localhost" {
+// IsLoopback reports whether host (a name or an IP address, IPv6 with or
+// without brackets) is this machine's loopback interface: a server bound
+// there only accepts connections from this machine.
+func IsLoopback(host string) bool {
+	host = strings.TrimSuffix(strings.TrimPrefix(host, "["), "]")
+	if strings.EqualFold(host, "localhost") {
 		return true
 	}
 	ip := net.ParseIP(host)
@@ -70,7 +73,7 @@ func (e *portInUseError) Unwrap() error        { return e.cause }
 // listen listens on host and the first free port of ports. When they are
 // all taken and fallback is set, it listens on any free port and warns.
 func listen(host, ports string, fallback bool, logger *slog.Logger) (net.Listener, error) {
-	lo, hi, err := parsePorts(ports)
+	lo, hi, err := ParsePorts(ports)
 	if err != nil {
 		return nil, err
 	}

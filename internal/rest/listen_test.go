@@ -99,13 +99,13 @@ func TestBadConfig(t *testing.T) {
 		}
 	}
 	for _, bad := range []string{"x", "-1", "65536", "0-10", "10-5", ""} {
-		if _, _, err := parsePorts(bad); err == nil {
-			t.Errorf("parsePorts(%q) accepted", bad)
+		if _, _, err := ParsePorts(bad); err == nil {
+			t.Errorf("ParsePorts(%q) accepted", bad)
 		}
 	}
 	for in, want := range map[string][2]int{"0": {0, 0}, "8081": {8081, 8081}, " 50100 - 50200 ": {50100, 50200}} {
-		if lo, hi, err := parsePorts(in); err != nil || lo != want[0] || hi != want[1] {
-			t.Errorf("parsePorts(%q) = %d, %d, %v", in, lo, hi, err)
+		if lo, hi, err := ParsePorts(in); err != nil || lo != want[0] || hi != want[1] {
+			t.Errorf("ParsePorts(%q) = %d, %d, %v", in, lo, hi, err)
 		}
 	}
 }

@@ -98,13 +98,13 @@ type Server struct {
 // validate reports every problem of c (after defaults).
 func (c *Config) validate() error {
 	var errs []error
-	if _, _, err := parsePorts(c.Port); err != nil {
+	if _, _, err := ParsePorts(c.Port); err != nil {
 		errs = append(errs, err)
 	}
 	if (c.CertFile == "") != (c.KeyFile == "") {
 		errs = append(errs, errors.New("TLS needs both a certificate and a key file"))
 	}
-	if !isLoopback(c.BindAddress) && c.AuthToken == "" {
+	if !IsLoopback(c.BindAddress) && c.AuthToken == "" {
 		errs = append(errs, fmt.Errorf("bind address %s is not a loopback address: %w so that only clients with "+
 			"it can control the job (rest.auth.token), or bind to 127.0.0.1", c.BindAddress, ErrTokenRequired))
 	}
@@ -361,16 +361,10 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 // loopbackHost reports whether a Host header names this machine's
 // loopback interface (with or without a port).
 func loopbackHost(hostport string) bool {
-	host := hostport
 	if h, _, err := net.SplitHostPort(hostport); err == nil {
-		host = h
+		hostport = h
 	}
-	host = strings.TrimSuffix(strings.TrimPrefix(host, "["), "]")
-	if strings.EqualFold(host, "localhost") {
-		return true
-	}
-	ip := net.ParseIP(host)
-	return ip != nil && ip.IsLoopback()
+	return IsLoopback(hostport)
 }
 
 // routes registers the API.

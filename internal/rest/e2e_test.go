@@ -265,6 +265,15 @@ func TestRunningJobServesFlinkAPI(t *testing.T) {
 			t.Fatalf("backpressure %v", bp)
 		}
 	}
+	// The keyed vertex's subtasks report their state size in the last
+	// checkpoint, the same bytes the checkpoint details show.
+	keyedVertex := job.Vertices[1]["id"].(string)
+	var agg []m
+	call(t, "GET", rc.url+"/jobs/"+jid+"/vertices/"+keyedVertex+"/subtasks/metrics?get=lastCheckpointSize&agg=sum", "", nil, 200, &agg)
+	if len(agg) != 1 || num(agg[0]["sum"]) != num(details.Tasks[keyedVertex]["checkpointed_size"]) || num(agg[0]["sum"]) <= 0 {
+		t.Fatalf("lastCheckpointSize of the keyed vertex %v, want the checkpoint details' %v", agg, details.Tasks[keyedVertex]["checkpointed_size"])
+	}
+
 	// Records flow: the source vertex reports written records.
 	eventually(t, "records counted", func() error {
 		call(t, "GET", rc.url+"/jobs/"+jid, "", nil, 200, &job)

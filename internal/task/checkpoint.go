@@ -486,6 +486,10 @@ func (t *task) ack(a Ack) {
 		return
 	}
 	a.Vertex, a.Subtask = t.vertex, t.index
+	if a.Declined == nil {
+		t.perf.cpSize.Store(a.Bytes)
+		t.perf.cpPersisted.Store(a.PersistedBytes)
+	}
 	select {
 	case t.acks <- a:
 	case <-t.ctx.Done():

@@ -183,6 +183,9 @@ type taskMetrics struct {
 
 	// Of the last checkpoint the subtask snapshotted, in nanoseconds.
 	cpStartDelay, cpAlignment atomic.Int64
+	// cpSize and cpPersisted are the bytes the subtask's last
+	// acknowledged snapshot uploaded and the in-flight data among them.
+	cpSize, cpPersisted atomic.Int64
 }
 
 var _ network.BackpressureObserver = (*taskMetrics)(nil)

@@ -26,24 +26,28 @@ import (
 
 // Metric names, as Flink's (task and operator scope).
 const (
-	metricRecordsIn           = "numRecordsIn"
-	metricRecordsOut          = "numRecordsOut"
-	metricBytesIn             = "numBytesIn"
-	metricBytesOut            = "numBytesOut"
-	metricInputWatermark      = "currentInputWatermark"
-	metricOutputWatermark     = "currentOutputWatermark"
-	metricPerSecond           = "PerSecond" // a counter's meter: numRecordsIn -> numRecordsInPerSecond
-	metricBusy                = "busyTimeMsPerSecond"
-	metricIdle                = "idleTimeMsPerSecond"
-	metricBackPressured       = "backPressuredTimeMsPerSecond"
-	metricAccBusy             = "accumulatedBusyTime"
-	metricAccIdle             = "accumulatedIdleTime"
-	metricAccBackPressured    = "accumulatedBackPressuredTime"
-	metricInPoolUsage         = "buffers.inPoolUsage"
-	metricOutPoolUsage        = "buffers.outPoolUsage"
-	metricInputQueueLength    = "buffers.inputQueueLength"
-	metricOutputQueueLength   = "buffers.outputQueueLength"
-	metricCheckpointDelay     = "checkpointStartDelayNanos"
+	metricRecordsIn         = "numRecordsIn"
+	metricRecordsOut        = "numRecordsOut"
+	metricBytesIn           = "numBytesIn"
+	metricBytesOut          = "numBytesOut"
+	metricInputWatermark    = "currentInputWatermark"
+	metricOutputWatermark   = "currentOutputWatermark"
+	metricPerSecond         = "PerSecond" // a counter's meter: numRecordsIn -> numRecordsInPerSecond
+	metricBusy              = "busyTimeMsPerSecond"
+	metricIdle              = "idleTimeMsPerSecond"
+	metricBackPressured     = "backPressuredTimeMsPerSecond"
+	metricAccBusy           = "accumulatedBusyTime"
+	metricAccIdle           = "accumulatedIdleTime"
+	metricAccBackPressured  = "accumulatedBackPressuredTime"
+	metricInPoolUsage       = "buffers.inPoolUsage"
+	metricOutPoolUsage      = "buffers.outPoolUsage"
+	metricInputQueueLength  = "buffers.inputQueueLength"
+	metricOutputQueueLength = "buffers.outputQueueLength"
+	metricCheckpointDelay   = "checkpointStartDelayNanos"
+	// weir's own: the subtask's state size in its last checkpoint (what
+	// Flink shows per subtask in the checkpoint details).
+	metricCheckpointSize      = "lastCheckpointSize"
+	metricCheckpointPersisted = "lastCheckpointPersistedData"
 	metricCheckpointAlignment = "checkpointAlignmentTime"
 	metricDebloatedSize       = "debloatedBufferSize"
 )
@@ -259,6 +263,8 @@ func (t *task) registerTaskGauges(g *metrics.Group, e *taskExport) {
 	g.Gauge(metricInputQueueLength, func() float64 { q, _ := t.inputUsage(); return float64(q) })
 	g.Gauge(metricOutputQueueLength, func() float64 { q, _ := t.outputUsage(); return float64(q) })
 	g.Gauge(metricCheckpointDelay, func() float64 { return float64(m.cpStartDelay.Load()) })
+	g.Gauge(metricCheckpointSize, func() float64 { return float64(m.cpSize.Load()) })
+	g.Gauge(metricCheckpointPersisted, func() float64 { return float64(m.cpPersisted.Load()) })
 	g.Gauge(metricCheckpointAlignment, func() float64 { return float64(m.cpAlignment.Load()) })
 	g.Gauge(metricDebloatedSize, func() float64 { return float64(t.debloat.size.Load()) })
 	g.Gauge(metricInputWatermark, func() float64 { return float64(e.inputWM.Load()) })

@@ -268,7 +268,8 @@ func testScrapeRunningJob(t *testing.T, sourcesCount bool) {
 		"busyTimeMsPerSecond", "idleTimeMsPerSecond", "backPressuredTimeMsPerSecond",
 		"accumulatedBusyTime", "accumulatedIdleTime", "accumulatedBackPressuredTime",
 		"buffers_inPoolUsage", "buffers_outPoolUsage", "buffers_inputQueueLength", "buffers_outputQueueLength",
-		"checkpointStartDelayNanos", "checkpointAlignmentTime", "debloatedBufferSize", "currentInputWatermark"} {
+		"checkpointStartDelayNanos", "checkpointAlignmentTime", "debloatedBufferSize", "currentInputWatermark",
+		"lastCheckpointSize", "lastCheckpointPersistedData"} {
 		f := fams["weir_taskmanager_job_task_"+name]
 		if f == nil || f.GetType() != dto.MetricType_GAUGE || len(f.GetMetric()) != 2*parallelism {
 			t.Fatalf("task metric %s: %v", name, f)

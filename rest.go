@@ -24,8 +24,7 @@ type restServer struct {
 	srv, prom *rest.Server
 	store     *storage.Storage // where the discovery file is, nil if none
 	jobDir    string
-	file      string // the discovery file's name in jobDir
-	closeSt   func()
+	localID   string // the job id of a local discovery file (a run without checkpoints)
 	log       *slog.Logger
 }
 
@@ -49,7 +48,7 @@ func (e *Environment) startREST(ctx context.Context, m *monitor.Job, store *stor
 		return nil, portError("rest.port", o.Port, err)
 	}
 	srv.AddJob(m)
-	rs := &restServer{srv: srv, log: log, closeSt: func() {}}
+	rs := &restServer{srv: srv, log: log}
 	if o.PrometheusPort != "" {
 		rs.prom, err = rest.Start(rest.Config{BindAddress: o.BindAddress, Port: o.PrometheusPort, AuthToken: o.AuthToken,
 			CertFile: o.CertFile, KeyFile: o.KeyFile, Logger: log, Version: Version, Metrics: metricsHandler})
@@ -63,27 +62,23 @@ func (e *Environment) startREST(ctx context.Context, m *monitor.Job, store *stor
 	if o.OnStart != nil {
 		o.OnStart(srv.URL())
 	}
-	// A run with checkpoints holds the job's lock and writes _rest through
-	// the locked storage; a run without opens the directory for its own
-	// _rest-<jobid> (runs of the same job may share it).
-	locked := store != nil
-	if !locked {
-		dir := e.opts.Checkpoint.Dir
-		if st, err := storage.Open(ctx, dir); err == nil {
-			store, rs.closeSt = st, func() { st.Close() }
-		} else {
-			log.Warn("no REST discovery file: the checkpoint directory cannot be opened; find the job with --url", "dir", dir, "err", err)
-		}
-		jobDir, _ = storage.SanitizeJob(m.Name)
-	}
+	// A run with checkpoints holds the job's lock and writes
+	// <dir>/<job>/_rest through it; a run without writes a file of its own
+	// in the user's runtime directory (rest.LocalDiscoveryDir), so that it
+	// neither touches a directory another run may hold nor leaves
+	// directories behind.
+	d := rest.Discovery{URL: srv.URL(), JobID: m.ID, JobName: m.Name, PID: os.Getpid(), StartTime: m.Now().UnixMilli()}
 	if store != nil {
-		rs.file = rest.DiscoveryFile(locked, m.ID)
-		d := rest.Discovery{URL: srv.URL(), JobID: m.ID, JobName: m.Name, PID: os.Getpid(), StartTime: m.Now().UnixMilli()}
-		if err := rest.WriteDiscovery(ctx, store, jobDir, rs.file, d); err != nil {
+		if err := rest.WriteDiscovery(ctx, store, jobDir, d); err != nil {
 			log.Warn("could not write the REST discovery file; find the job with --url", "err", err)
 		} else {
 			rs.store, rs.jobDir = store, jobDir
 		}
+	} else if path, err := rest.WriteLocalDiscovery(d); err != nil {
+		log.Warn("could not write the REST discovery file; find the job with --url", "err", err)
+	} else {
+		rs.localID = m.ID
+		log.Debug("REST discovery file written", "path", path)
 	}
 	return rs, nil
 }
@@ -107,11 +102,15 @@ func (rs *restServer) close() {
 		return
 	}
 	if rs.store != nil {
-		if err := rest.RemoveDiscovery(context.Background(), rs.store, rs.jobDir, rs.file); err != nil {
+		if err := rest.RemoveDiscovery(context.Background(), rs.store, rs.jobDir); err != nil {
 			rs.log.Warn("could not remove the REST discovery file", "err", err)
 		}
 	}
-	rs.closeSt()
+	if rs.localID != "" {
+		if err := rest.RemoveLocalDiscovery(rs.localID); err != nil {
+			rs.log.Warn("could not remove the REST discovery file", "err", err)
+		}
+	}
 	if rs.prom != nil {
 		rs.prom.Close()
 	}

@@ -3,15 +3,28 @@ package cli
 import (
 	"bytes"
 	"context"
+	"os"
 	"strings"
 	"testing"
 
 	"go.uber.org/goleak"
 
+	"github.com/weirstream/weir/internal/rest"
+
 	"github.com/weirstream/weir/internal/jobs"
 )
 
-func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+// TestMain keeps the discovery files of runs without checkpoints in a
+// directory of this test binary: jobs of other processes (or of
+// concurrent tests of other packages) stay out of 'weir list'.
+func TestMain(m *testing.M) {
+	dir, err := os.MkdirTemp("", "weir-runtime-")
+	if err != nil {
+		panic(err)
+	}
+	os.Setenv(rest.EnvRuntimeDir, dir)
+	goleak.VerifyTestMain(m, goleak.Cleanup(func(int) { os.RemoveAll(dir) }))
+}
 
 // result is what one in-process run of the command line produced.
 type result struct {

@@ -257,6 +257,17 @@ func (a *app) findJob(ctx context.Context, cf *controlFlags, hc *http.Client, ar
 // a usage error: nothing ran there.
 func (a *app) discover(ctx context.Context, cf *controlFlags) ([]rest.Discovery, error) {
 	found, err := rest.FindDiscovery(ctx, cf.dir)
+	// Runs without checkpoints register in the user's runtime directory.
+	local, lerr := rest.FindLocalDiscovery()
+	if lerr != nil {
+		return nil, failure(lerr)
+	}
+	if errors.Is(err, storage.ErrNotFound) && len(local) > 0 {
+		return local, nil
+	}
+	if err == nil {
+		found = append(found, local...)
+	}
 	if errors.Is(err, storage.ErrNotFound) {
 		return nil, usageError(fmt.Errorf("no running jobs found: checkpoint directory %s does not exist; pass "+
 			"--dir (the jobs' execution.checkpointing.dir) or --url", cf.dir))
@@ -364,17 +375,21 @@ func (a *app) listJobs(ctx context.Context, cf *controlFlags, dirGiven bool) err
 		}
 	} else {
 		found, err := rest.FindDiscovery(ctx, cf.dir)
-		if errors.Is(err, storage.ErrNotFound) && !dirGiven {
+		local, lerr := rest.FindLocalDiscovery()
+		if lerr != nil {
+			return failure(lerr)
+		}
+		if errors.Is(err, storage.ErrNotFound) && !dirGiven && len(local) == 0 {
 			_, err := fmt.Fprintf(a.stdout, "no jobs found: no checkpoint directory %s here (pass --dir or --url)\n", cf.dir)
 			return err
 		}
-		if errors.Is(err, storage.ErrNotFound) {
+		if errors.Is(err, storage.ErrNotFound) && dirGiven {
 			return usageError(fmt.Errorf("--dir: checkpoint directory %s does not exist", cf.dir))
 		}
-		if err != nil {
+		if err != nil && !errors.Is(err, storage.ErrNotFound) {
 			return failure(err)
 		}
-		rows = a.probe(ctx, cf, hc, found)
+		rows = a.probe(ctx, cf, hc, append(found, local...))
 	}
 	if len(rows) == 0 {
 		where := "at " + cf.url

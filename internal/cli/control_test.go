@@ -61,7 +61,7 @@ func discoveryDir(t *testing.T, url string) string {
 		"gone":   {URL: deadURL(t), JobID: "22222222222222222222222222222222", JobName: "gone", PID: 2, StartTime: 2},
 		"moved":  {URL: url, JobID: "33333333333333333333333333333333", JobName: "moved", PID: 3, StartTime: 3},
 	} {
-		if err := rest.WriteDiscovery(ctx, store, job, rest.DiscoveryName, d); err != nil {
+		if err := rest.WriteDiscovery(ctx, store, job, d); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -160,7 +160,7 @@ func TestDoctorCommandLive(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer st.Close()
-	if err := rest.WriteDiscovery(context.Background(), st, resttest.JobName, rest.DiscoveryName,
+	if err := rest.WriteDiscovery(context.Background(), st, resttest.JobName,
 		rest.Discovery{URL: srv.URL(), JobID: resttest.JobID, JobName: resttest.JobName}); err != nil {
 		t.Fatal(err)
 	}

@@ -42,22 +42,12 @@ type Discovery struct {
 	StartTime int64 `json:"startTime"`
 }
 
-// DiscoveryFile is the name of a run's discovery file in its job
-// directory: DiscoveryName for a run that holds the job's lock (a run
-// with checkpoints: there is one at a time), DiscoveryName-<jobid> for a
-// run without (several runs of the same job may then share the
-// directory, and each writes and removes only its own file).
-func DiscoveryFile(locked bool, jobID string) string {
-	if locked {
-		return DiscoveryName
-	}
-	return DiscoveryName + "-" + jobID
-}
-
-// WriteDiscovery writes d to the discovery file name (DiscoveryFile) of
-// jobDir (a job directory name, storage.SanitizeJob's form) in store,
-// replacing any earlier one. The file appears whole or not at all.
-func WriteDiscovery(ctx context.Context, store *storage.Storage, jobDir, name string, d Discovery) error {
+// WriteDiscovery writes d to the discovery file of jobDir (a job
+// directory name, storage.SanitizeJob's form) in store, replacing any
+// earlier one. The file appears whole or not at all. Only the run that
+// holds the job's lock writes it (through the lock's storage); runs
+// without checkpoints use WriteLocalDiscovery.
+func WriteDiscovery(ctx context.Context, store *storage.Storage, jobDir string, d Discovery) error {
 	if err := checkJobDir(jobDir); err != nil {
 		return err
 	}
@@ -65,16 +55,16 @@ func WriteDiscovery(ctx context.Context, store *storage.Storage, jobDir, name st
 	if err != nil {
 		return fmt.Errorf("discovery file: %w", err)
 	}
-	return store.WriteJobFile(ctx, jobDir, name, append(data, '\n'))
+	return store.WriteJobFile(ctx, jobDir, DiscoveryName, append(data, '\n'))
 }
 
-// RemoveDiscovery deletes the discovery file name of jobDir; a missing
-// file is not an error.
-func RemoveDiscovery(ctx context.Context, store *storage.Storage, jobDir, name string) error {
+// RemoveDiscovery deletes the discovery file of jobDir; a missing file is
+// not an error.
+func RemoveDiscovery(ctx context.Context, store *storage.Storage, jobDir string) error {
 	if err := checkJobDir(jobDir); err != nil {
 		return err
 	}
-	return store.DeleteJobFile(ctx, jobDir, name)
+	return store.DeleteJobFile(ctx, jobDir, DiscoveryName)
 }
 
 // checkJobDir refuses names that are not job directories as
@@ -145,28 +135,23 @@ func FindDiscovery(ctx context.Context, dir string) ([]Discovery, error) {
 		if !t.IsDir {
 			continue
 		}
-		files, err := b.List(ctx, t.Key+DiscoveryName, "/")
+		d, ok, err := readDiscovery(ctx, b, t.Key+DiscoveryName)
 		if err != nil {
 			return nil, fmt.Errorf("checkpoint directory %s: %w", dir, err)
 		}
-		for _, f := range files {
-			name := strings.TrimPrefix(f.Key, t.Key)
-			if f.IsDir || (name != DiscoveryName && !strings.HasPrefix(name, DiscoveryName+"-")) {
-				continue
-			}
-			d, ok, err := readDiscovery(ctx, b, f.Key)
-			if err != nil {
-				return nil, fmt.Errorf("checkpoint directory %s: %w", dir, err)
-			}
-			if ok {
-				out = append(out, d)
-			}
+		if ok {
+			out = append(out, d)
 		}
 	}
-	slices.SortFunc(out, func(a, b Discovery) int {
+	sortDiscovery(out)
+	return out, nil
+}
+
+// sortDiscovery sorts by job name and start time.
+func sortDiscovery(ds []Discovery) {
+	slices.SortFunc(ds, func(a, b Discovery) int {
 		return cmp.Or(cmp.Compare(a.JobName, b.JobName), cmp.Compare(a.StartTime, b.StartTime))
 	})
-	return out, nil
 }
 
 // readDiscovery reads one discovery file; ok is false if it is missing or

@@ -28,26 +28,17 @@ func TestDiscovery(t *testing.T) {
 	}
 	defer lock.Release(ctx)
 	orders := Discovery{URL: "http://127.0.0.1:8081", JobID: "aa", JobName: "orders", PID: 42, StartTime: 1000}
-	if err := WriteDiscovery(ctx, lock.Storage(), "orders", DiscoveryName, orders); err != nil {
+	if err := WriteDiscovery(ctx, lock.Storage(), "orders", orders); err != nil {
 		t.Fatal(err)
 	}
 	clicks := Discovery{URL: "https://127.0.0.1:8082", JobID: "bb", JobName: "clicks", PID: 43, StartTime: 2000}
-	if err := WriteDiscovery(ctx, store, "clicks", DiscoveryName, clicks); err != nil {
+	if err := WriteDiscovery(ctx, store, "clicks", clicks); err != nil {
 		t.Fatal(err)
 	}
 	// Written again, the file is replaced.
 	orders.PID = 44
-	if err := WriteDiscovery(ctx, store, "orders", DiscoveryName, orders); err != nil {
+	if err := WriteDiscovery(ctx, store, "orders", orders); err != nil {
 		t.Fatal(err)
-	}
-
-	// Two runs of clicks without checkpoints (no lock) each write their own.
-	clicks2 := Discovery{URL: "http://127.0.0.1:8083", JobID: "cc", JobName: "clicks", PID: 45, StartTime: 3000}
-	if err := WriteDiscovery(ctx, store, "clicks", DiscoveryFile(false, clicks2.JobID), clicks2); err != nil {
-		t.Fatal(err)
-	}
-	if DiscoveryFile(true, "x") != DiscoveryName || DiscoveryFile(false, "cc") != DiscoveryName+"-cc" {
-		t.Fatal("discovery file names")
 	}
 
 	raw, err := os.ReadFile(filepath.Join(dir, "orders", DiscoveryName))
@@ -76,7 +67,7 @@ func TestDiscovery(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if want := []Discovery{clicks, clicks2, orders}; !slices.Equal(got, want) {
+		if want := []Discovery{clicks, orders}; !slices.Equal(got, want) {
 			t.Errorf("FindDiscovery(%s) = %+v, want %+v", loc, got, want)
 		}
 	}
@@ -85,14 +76,11 @@ func TestDiscovery(t *testing.T) {
 		t.Errorf("checkpoints of orders: %v %v", cps, err)
 	}
 
-	if err := RemoveDiscovery(ctx, store, "orders", DiscoveryName); err != nil {
+	if err := RemoveDiscovery(ctx, store, "orders"); err != nil {
 		t.Fatal(err)
 	}
-	if err := RemoveDiscovery(ctx, store, "orders", DiscoveryName); err != nil {
+	if err := RemoveDiscovery(ctx, store, "orders"); err != nil {
 		t.Errorf("removing a missing file: %v", err)
-	}
-	if err := RemoveDiscovery(ctx, store, "clicks", DiscoveryFile(false, clicks2.JobID)); err != nil {
-		t.Fatal(err)
 	}
 	got, err := FindDiscovery(ctx, dir)
 	if err != nil || !slices.Equal(got, []Discovery{clicks}) {
@@ -115,7 +103,7 @@ func TestDiscoveryErrors(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer mem.Close()
-	if err := WriteDiscovery(ctx, mem, "orders", DiscoveryName, Discovery{URL: "x"}); err != nil {
+	if err := WriteDiscovery(ctx, mem, "orders", Discovery{URL: "x"}); err != nil {
 		t.Errorf("mem:// storage: %v", err)
 	}
 	if data, err := mem.ReadJobFile(ctx, "orders", DiscoveryName); err != nil || !strings.Contains(string(data), `"url": "x"`) {
@@ -128,8 +116,45 @@ func TestDiscoveryErrors(t *testing.T) {
 	}
 	defer store.Close()
 	for _, bad := range []string{"", "a/b", "my job", ".."} {
-		if err := WriteDiscovery(ctx, store, bad, DiscoveryName, Discovery{URL: "x"}); err == nil {
+		if err := WriteDiscovery(ctx, store, bad, Discovery{URL: "x"}); err == nil {
 			t.Errorf("job directory %q accepted", bad)
+		}
+	}
+}
+
+func TestLocalDiscovery(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "rt")
+	t.Setenv(EnvRuntimeDir, dir)
+	if got, err := FindLocalDiscovery(); err != nil || len(got) != 0 {
+		t.Fatalf("no directory yet: %v %v", got, err)
+	}
+	a := Discovery{URL: "http://127.0.0.1:1", JobID: "aa", JobName: "wordcount", StartTime: 2}
+	b := Discovery{URL: "http://127.0.0.1:2", JobID: "bb", JobName: "wordcount", StartTime: 1}
+	for _, d := range []Discovery{a, b} {
+		path, err := WriteLocalDiscovery(d)
+		if err != nil || filepath.Dir(path) != dir {
+			t.Fatalf("write %s: %s %v", d.JobID, path, err)
+		}
+	}
+	if st, err := os.Stat(dir); err != nil || st.Mode().Perm() != 0o700 {
+		t.Fatalf("runtime directory %v %v: want private (0700)", st, err)
+	}
+	os.WriteFile(filepath.Join(dir, "junk.json"), []byte("{"), 0o600)
+	if got, err := FindLocalDiscovery(); err != nil || !slices.Equal(got, []Discovery{b, a}) {
+		t.Fatalf("found %+v %v, want both runs by start time", got, err)
+	}
+	if err := RemoveLocalDiscovery("aa"); err != nil {
+		t.Fatal(err)
+	}
+	if err := RemoveLocalDiscovery("aa"); err != nil {
+		t.Fatalf("removing twice: %v", err)
+	}
+	if got, _ := FindLocalDiscovery(); !slices.Equal(got, []Discovery{b}) {
+		t.Fatalf("after removal %+v", got)
+	}
+	for _, bad := range []string{"", "../x", "a/b"} {
+		if _, err := WriteLocalDiscovery(Discovery{JobID: bad}); err == nil {
+			t.Errorf("job id %q accepted", bad)
 		}
 	}
 }

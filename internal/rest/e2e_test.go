@@ -22,6 +22,7 @@ import (
 
 	"github.com/weirstream/weir"
 	"github.com/weirstream/weir/internal/jobs"
+	"github.com/weirstream/weir/internal/rest"
 	"github.com/weirstream/weir/internal/web/webtest"
 	"github.com/weirstream/weir/sink"
 	"github.com/weirstream/weir/source"
@@ -451,4 +452,40 @@ func TestPrometheusOnItsOwnPort(t *testing.T) {
 		}
 		return nil
 	})
+}
+
+// A run without checkpoints holds no job lock: it registers in the user's
+// runtime directory instead of the checkpoint directory, which it leaves
+// untouched, and deregisters at the end.
+func TestDiscoveryWithoutCheckpoints(t *testing.T) {
+	t.Parallel()
+	rc := startCounter(t, func(o *weir.Options) { o.Checkpoint.Interval = 0 })
+	var jobID string
+	eventually(t, "the local discovery file", func() error {
+		found, err := rest.FindLocalDiscovery()
+		if err != nil {
+			return err
+		}
+		for _, d := range found {
+			if d.URL == rc.url {
+				jobID = d.JobID
+				return nil
+			}
+		}
+		return fmt.Errorf("%s not among %+v", rc.url, found)
+	})
+	call(t, "PATCH", rc.url+"/jobs/"+jobID+"?mode=cancel", "", nil, 202, nil)
+	if err := <-rc.done; !errors.Is(err, weir.ErrCanceled) {
+		t.Fatalf("after cancel: %v", err)
+	}
+	rc.done <- nil
+	found, _ := rest.FindLocalDiscovery()
+	for _, d := range found {
+		if d.JobID == jobID {
+			t.Fatalf("the discovery file of %s outlived the run", jobID)
+		}
+	}
+	if _, err := os.Stat(rc.chkDir); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("a run without checkpoints created its checkpoint directory: %v", err)
+	}
 }

@@ -6,6 +6,7 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
+	"os"
 	"strings"
 	"sync"
 	"testing"
@@ -16,7 +17,17 @@ import (
 	"github.com/weirstream/weir/internal/monitor"
 )
 
-func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+// TestMain keeps the discovery files of runs without checkpoints in a
+// directory of this test binary: jobs of other processes (or of
+// concurrent tests of other packages) stay out of 'weir list'.
+func TestMain(m *testing.M) {
+	dir, err := os.MkdirTemp("", "weir-runtime-")
+	if err != nil {
+		panic(err)
+	}
+	os.Setenv(EnvRuntimeDir, dir)
+	goleak.VerifyTestMain(m, goleak.Cleanup(func(int) { os.RemoveAll(dir) }))
+}
 
 // logBuffer collects a server's logs.
 type logBuffer struct {

@@ -70,6 +70,23 @@ func Diagnose(in Input, opts Options) Report {
 		}
 	}
 	r.Summary = d.summary(fs)
+	if len(fs) == 0 {
+		// Slow checkpoints that no single phase of one subtask explains
+		// (or without per-subtask statistics) are not healthy.
+		th, _ := d.slowThreshold()
+		slow := 0
+		for _, c := range d.cps {
+			if c.EndToEnd >= th {
+				slow++
+			}
+		}
+		if slow > 0 {
+			r.Healthy = false
+			r.Summary = fmt.Sprintf("%d of the last %d checkpoints were slow (from %s), but no single phase of one "+
+				"subtask explains it (or their per-subtask statistics are missing): look at the checkpoint details "+
+				"(weir status, the dashboard).", slow, len(d.cps), fmtDur(th))
+		}
+	}
 	if !in.FailuresKnown {
 		r.Notes = append(r.Notes, "Failed checkpoints are not recorded in _metadata: they are only visible live "+
 			"(weir doctor <jobid>) or in the job's log (--log FILE).")
@@ -138,6 +155,9 @@ func inferInterval(cps []Checkpoint, fails []Failure) time.Duration {
 	slices.SortFunc(ts, func(a, b trig) int { return cmp.Compare(a.id, b.id) })
 	var best time.Duration
 	for i := 1; i < len(ts); i++ {
+		if ts[i].id == ts[i-1].id {
+			continue // the same checkpoint twice: no gap to learn from
+		}
 		gap := ts[i].t.Sub(ts[i-1].t) / time.Duration(ts[i].id-ts[i-1].id)
 		if gap > 0 && (best == 0 || gap < best) {
 			best = gap

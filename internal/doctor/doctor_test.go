@@ -78,13 +78,19 @@ type want struct {
 	remedy   []string
 	// only: no other finding.
 	only bool
+	// slow: with no finding, the checkpoints were slow all the same, so
+	// the report is not healthy.
+	slow bool
 }
 
 func (w want) check(t *testing.T, r Report) {
 	t.Helper()
 	if w.cause == "" {
-		if len(r.Findings) != 0 || !r.Healthy {
-			t.Fatalf("findings %+v, want none", r.Findings)
+		if len(r.Findings) != 0 || r.Healthy == w.slow {
+			t.Fatalf("findings %+v, healthy %v, want none and healthy %v", r.Findings, r.Healthy, !w.slow)
+		}
+		if w.slow && !strings.Contains(r.Summary, "were slow") {
+			t.Fatalf("summary %q does not say the checkpoints were slow", r.Summary)
 		}
 		return
 	}
@@ -158,8 +164,11 @@ func TestDoctorPhaseRules(t *testing.T) {
 		{"alignment behind a late upstream", live(two, repeat(4, func(id int64) Checkpoint {
 			// Source subtask 1 sends its barrier 500 ms late, on its own.
 			return cp(id, st(0, 0, 0, 0, 0, 0), st(0, 1, 500, 0, 0, 0), st(1, 0, 5, 500, 0, 1), st(1, 1, 5, 500, 0, 1))
-		})...), want{cause: CauseAlignment, severity: SeverityWarning, vertex: 1, subtask: 0,
-			evidence: []string{"left Source: Events (2/2) late"}}},
+		})...), want{cause: CauseStartDelay, severity: SeverityWarning, vertex: 0, subtask: 1}},
+		{"alignment behind an upstream that aligned late itself", live(three, repeat(4, func(id int64) Checkpoint {
+			// A hot key: Map (2/2) aligns 700 ms; the sink only waits for it.
+			return cp(id, st(0, 0, 0, 0, 0, 0), st(1, 0, 5, 0, 0, 0), st(1, 1, 5, 700, 0, 0), st(2, 0, 5, 700, 0, 1))
+		})...), want{cause: CauseAlignment, severity: SeverityWarning, vertex: 1, subtask: 1}},
 		{"alignment caused by an upstream sync phase, at the boundary", live(two, repeat(4, func(id int64) Checkpoint {
 			return cp(id, st(0, 0, 0, 0, 0, 0), st(0, 1, 0, 0, 300, 0), st(1, 0, 5, 600, 0, 1), st(1, 1, 5, 600, 0, 1))
 		})...), want{cause: CauseSyncPhase, severity: SeverityWarning, vertex: 0, subtask: 1}},
@@ -184,7 +193,7 @@ func TestDoctorPhaseRules(t *testing.T) {
 		})...), want{cause: CauseAsyncPhase, severity: SeverityWarning, vertex: 1, subtask: 0}},
 		{"below 30% nothing is blamed", live(chain(1, "A"), repeat(4, func(id int64) Checkpoint {
 			return cp(id, Subtask{Vertex: 0, StartDelay: ms(290), Alignment: ms(290), Sync: ms(130), Async: ms(290), EndToEnd: ms(1000)})
-		})...), want{}},
+		})...), want{slow: true}}, // slow, but no phase to blame: not healthy either
 		{"half the checkpoints make a warning", live(two, repeat(4, func(id int64) Checkpoint {
 			as := 1
 			if id%2 == 0 {
@@ -496,5 +505,24 @@ func TestDoctorDeterministic(t *testing.T) {
 		if b, _ := json.Marshal(Diagnose(in, Options{})); string(a) != string(b) {
 			t.Fatalf("reports differ:\n%s\n%s", a, b)
 		}
+	}
+}
+
+// Odd inputs from a hand-made Input: the same checkpoint twice does not
+// divide by zero, and hashmap with the incremental flag still gets the
+// incremental advice (hashmap checkpoints are always full).
+func TestDoctorOddInputs(t *testing.T) {
+	two := chain(2, "Source: Events", "Slow sink")
+	c := cp(3, st(0, 0, 0, 0, 0, 0), sized(st(1, 0, 1, 0, 0, 800), 80<<20))
+	in := live(two, c, c, cp(4, st(0, 0, 0, 0, 0, 0), sized(st(1, 0, 1, 0, 0, 800), 80<<20)))
+	in.Config.Incremental = true // on hashmap: no effect
+	in.Config.Interval = 0       // inferred from the trigger times
+	r := Diagnose(in, Options{})
+	if len(r.Findings) == 0 || r.Findings[0].Cause != CauseAsyncPhase {
+		t.Fatalf("findings %+v", r.Findings)
+	}
+	if !strings.Contains(r.Findings[0].Remedy, "execution.checkpointing.incremental: true") ||
+		strings.HasPrefix(r.Findings[0].Remedy, "Or") || strings.Contains(r.Text(), "hashmap, incremental") {
+		t.Fatalf("hashmap with incremental set:\n%s", r.Text())
 	}
 }

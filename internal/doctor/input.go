@@ -227,3 +227,7 @@ type Config struct {
 func defaultConfig() Config {
 	return Config{Timeout: 10 * time.Minute, Backend: "hashmap"}
 }
+
+// incremental reports whether checkpoints are incremental: only the pebble
+// backend takes incremental checkpoints; hashmap ignores the setting.
+func (c Config) incremental() bool { return c.Incremental && strings.EqualFold(c.Backend, "pebble") }

@@ -67,8 +67,14 @@ func (d *diagnosis) blameCheckpoint(c *Checkpoint) (blame, bool) {
 				return finish(blame{cause: CauseAlignment, at: s.Ref(), dur: s.Alignment})
 			}
 			last := slices.MaxFunc(ups, func(a, b Subtask) int { return cmp.Compare(a.departure(), b.departure()) })
-			if float64(last.Sync) >= d.o.UpstreamShare*float64(s.Alignment) {
-				return finish(blame{cause: CauseSyncPhase, at: last.Ref(), dur: last.Sync})
+			first := slices.MinFunc(ups, func(a, b Subtask) int { return cmp.Compare(a.departure(), b.departure()) })
+			if float64(last.departure()-first.departure()) >= d.o.UpstreamShare*float64(s.Alignment) {
+				// The late barrier left its upstream subtask late: the
+				// alignment only waits for it. Find out why there (its
+				// sync phase, its own alignment or start delay), as for a
+				// start delay.
+				s, withAsync = last, false
+				continue
 			}
 			return finish(blame{cause: CauseAlignment, at: s.Ref(), dur: s.Alignment, from: &last})
 		default: // start delay
@@ -418,12 +424,16 @@ func (d *diagnosis) asyncPhase(f *Finding, own []blamed, intro string) {
 	f.Evidence += "."
 	var r []string
 	c := d.in.Config
-	if !c.Incremental || !c.Known {
+	if !c.incremental() || !c.Known {
 		r = append(r, "Use incremental checkpoints (state.backend.type: pebble with "+
 			"execution.checkpointing.incremental: true): each uploads only the files created since the last one.")
 	}
 	if !c.Changelog || !c.Known {
-		r = append(r, "Or the changelog state backend (state.changelog.enabled: true): state changes are "+
+		lead := "Or the"
+		if len(r) == 0 {
+			lead = "Use the"
+		}
+		r = append(r, lead+" changelog state backend (state.changelog.enabled: true): state changes are "+
 			"uploaded continuously and a checkpoint uploads only a short tail.")
 	}
 	r = append(r, fmt.Sprintf("Faster checkpoint storage (execution.checkpointing.dir) helps, and more "+

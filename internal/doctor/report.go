@@ -183,7 +183,7 @@ func (r Report) configLine() string {
 	switch {
 	case c.Changelog:
 		backend += " with changelog"
-	case c.Incremental:
+	case c.incremental():
 		backend += ", incremental"
 	default:
 		backend += ", full checkpoints"

@@ -110,6 +110,11 @@ func (a *app) diagnose(ctx context.Context, cf *controlFlags, arg string, last i
 			if oerr == nil {
 				return rep, nil
 			}
+			// Its checkpoints are there but cannot be read: that is the
+			// news, not that no server knows the job.
+			if errors.Is(oerr, doctor.ErrUnreadable) {
+				return doctor.Report{}, oerr
+			}
 			var ee *exitError
 			if errors.As(err, &ee) && ee.code == ExitUsage {
 				return doctor.Report{}, fmt.Errorf("%w; nor has it checkpoints under %s: pass a checkpoint directory, "+

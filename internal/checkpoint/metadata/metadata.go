@@ -443,6 +443,30 @@ func (c *Checkpoint) validate() error {
 			}
 		}
 	}
+	return c.validateTasks()
+}
+
+// maxTaskIndex bounds vertex and subtask indexes in Tasks: no job has more
+// vertices or a larger parallelism (32768 is the largest max parallelism).
+const maxTaskIndex = 1 << 15
+
+// validateTasks checks the per-subtask statistics: indexes in range, each
+// subtask once, no negative duration or size.
+func (c *Checkpoint) validateTasks() error {
+	type key struct{ v, s int }
+	seen := make(map[key]bool, len(c.Tasks))
+	for _, t := range c.Tasks {
+		if t.Vertex < 0 || t.Vertex >= maxTaskIndex || t.Subtask < 0 || t.Subtask >= maxTaskIndex {
+			return fmt.Errorf("task statistics: vertex %d subtask %d out of range", t.Vertex, t.Subtask)
+		}
+		if seen[key{t.Vertex, t.Subtask}] {
+			return fmt.Errorf("task statistics: vertex %d subtask %d appears twice", t.Vertex, t.Subtask)
+		}
+		seen[key{t.Vertex, t.Subtask}] = true
+		if t.EndToEnd < 0 || t.StartDelay < 0 || t.Alignment < 0 || t.Sync < 0 || t.Async < 0 || t.Bytes < 0 || t.PersistedBytes < 0 {
+			return fmt.Errorf("task statistics: vertex %d subtask %d has a negative duration or size", t.Vertex, t.Subtask)
+		}
+	}
 	return nil
 }
 

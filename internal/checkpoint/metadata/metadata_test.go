@@ -202,6 +202,10 @@ func TestDecodeRejects(t *testing.T) {
 		})},
 		{"parallelism > maxParallelism", marshal(func(c *Checkpoint) { c.Operators[0].Parallelism = 9 })},
 		{"parallelism 0", marshal(func(c *Checkpoint) { c.Operators[0].Parallelism = 0; c.Operators[0].Subtasks = nil })},
+		{"task statistics: huge subtask", marshal(func(c *Checkpoint) { c.Tasks = []TaskStats{{Vertex: 0, Subtask: 1 << 40}} })},
+		{"task statistics: negative vertex", marshal(func(c *Checkpoint) { c.Tasks = []TaskStats{{Vertex: -1}} })},
+		{"task statistics: twice", marshal(func(c *Checkpoint) { c.Tasks = []TaskStats{{Vertex: 1}, {Vertex: 1}} })},
+		{"task statistics: negative duration", marshal(func(c *Checkpoint) { c.Tasks = []TaskStats{{EndToEnd: -5}} })},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			c, err := Decode(tc.payload)

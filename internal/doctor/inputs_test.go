@@ -331,3 +331,38 @@ func TestDoctorFromCheckpoints(t *testing.T) {
 		t.Errorf("failures only in the log: %v", err)
 	}
 }
+
+// Offline, the job graph recorded in _metadata decides who feeds whom: in
+// a join of two sources, a late second source is blamed, not the join's
+// alignment (which a guessed chain A -> B -> Join would misread).
+func TestDoctorOfflineUsesRecordedGraph(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	for id := int64(1); id <= 4; id++ {
+		trig := int64(1767225600000) + id*1000
+		writeMeta(t, dir, metadata.Checkpoint{Job: "join", ID: id, TriggerTime: trig, CompletionTime: trig + 720, Bytes: 30, FullBytes: 30,
+			Operators: []metadata.Operator{{UID: "j", Name: "Join", Parallelism: 1, MaxParallelism: 128,
+				Subtasks: []metadata.Subtask{{KeyGroupEnd: 127, Lists: []metadata.List{{Name: "x", Elements: [][]byte{make([]byte, 30)}}}}}}},
+			Graph: []metadata.GraphVertex{
+				{Vertex: 0, Name: "Source: A", Parallelism: 1, UIDs: []string{"a"}},
+				{Vertex: 1, Name: "Source: B", Parallelism: 1, UIDs: []string{"b"}},
+				{Vertex: 2, Name: "Join", Parallelism: 1, UIDs: []string{"j"}, Inputs: []metadata.GraphInput{{Vertex: 0}, {Vertex: 1}}},
+			},
+			Tasks: []metadata.TaskStats{
+				{Vertex: 0, Name: "Source: A", EndToEnd: 5},
+				{Vertex: 1, Name: "Source: B", EndToEnd: 705, StartDelay: 700},
+				{Vertex: 2, Name: "Join", EndToEnd: 720, StartDelay: 5, Alignment: 705, Sync: 5, Bytes: 30},
+			}})
+	}
+	in, err := FromCheckpoints(ctx, dir, "join", 4, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(in.Vertices) != 3 || !in.Vertices[2].InputsKnown || len(in.Vertices[2].Inputs) != 2 || len(in.Vertices[1].Inputs) != 0 {
+		t.Fatalf("vertices %+v", in.Vertices)
+	}
+	r := Diagnose(in, Options{})
+	if len(r.Findings) == 0 || r.Findings[0].Cause != CauseStartDelay || r.Findings[0].VertexIndex != 1 {
+		t.Fatalf("want the late Source: B blamed:\n%s", r.Text())
+	}
+}

@@ -248,6 +248,21 @@ func readMetadata(ctx context.Context, s *storage.Storage, jobDir string, id int
 // and subtask counts; the parallelism of a vertex is at least that of its
 // operators in the metadata.
 func verticesOf(metas []*metadata.Checkpoint) []Vertex {
+	// Checkpoints record the job graph: take the newest that has it.
+	for i := len(metas) - 1; i >= 0; i-- {
+		if g := metas[i].Graph; len(g) > 0 {
+			out := make([]Vertex, len(g))
+			for j, gv := range g {
+				v := Vertex{Index: gv.Vertex, Name: gv.Name, Parallelism: gv.Parallelism, Inputs: []Edge{}, InputsKnown: true}
+				for _, in := range gv.Inputs {
+					v.Inputs = append(v.Inputs, Edge{Vertex: in.Vertex, Forward: in.Forward})
+				}
+				out[j] = v
+			}
+			slices.SortFunc(out, func(a, b Vertex) int { return cmp.Compare(a.Index, b.Index) })
+			return out
+		}
+	}
 	byIndex := map[int]*Vertex{}
 	for _, m := range metas {
 		for _, t := range m.Tasks {
@@ -311,12 +326,21 @@ func checkpointOf(m *metadata.Checkpoint, vertices []Vertex) Checkpoint {
 // mapped to the vertex whose name lists it.
 func subtaskFullSizes(m *metadata.Checkpoint, vertices []Vertex) map[SubtaskRef]int64 {
 	out := map[SubtaskRef]int64{}
+	byUID := map[string]int{} // from the recorded graph: exact where names repeat
+	for _, gv := range m.Graph {
+		for _, uid := range gv.UIDs {
+			byUID[uid] = gv.Vertex
+		}
+	}
 	for _, op := range m.Operators {
-		v := -1
-		for _, x := range vertices {
-			if slices.Contains(strings.Split(x.Name, " -> "), op.Name) {
-				v = x.Index
-				break
+		v, ok := byUID[op.UID]
+		if !ok {
+			v = -1
+			for _, x := range vertices {
+				if slices.Contains(strings.Split(x.Name, " -> "), op.Name) {
+					v = x.Index
+					break
+				}
 			}
 		}
 		if v < 0 {

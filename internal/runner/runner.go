@@ -31,6 +31,7 @@ import (
 	"github.com/weirstream/weir/internal/clock"
 	"github.com/weirstream/weir/internal/graph"
 	"github.com/weirstream/weir/internal/monitor"
+	"github.com/weirstream/weir/internal/network"
 	"github.com/weirstream/weir/internal/restart"
 	"github.com/weirstream/weir/internal/task"
 )
@@ -217,6 +218,7 @@ type runner struct {
 	del          *deleter
 	completedIDs []int64
 	restarts     int
+	graph        []metadata.GraphVertex // the job graph as _metadata records it
 	bg           sync.WaitGroup // goroutines waiting for a deletion
 }
 
@@ -811,6 +813,7 @@ func (d *driver) writeMetadata(a coordinator.WriteMetadata[taskState]) {
 			Alignment: t.Stats.Alignment.Milliseconds(), Sync: t.Stats.Sync.Milliseconds(), Async: t.Stats.Async.Milliseconds(),
 			Bytes: t.Stats.Bytes, PersistedBytes: t.Stats.PersistedBytes, Unaligned: t.Stats.Unaligned})
 	}
+	cp.Graph = r.graphInfo()
 	d.pending[a.ID] = cp
 	payload, err := metadata.Encode(cp)
 	ch := make(chan struct{})
@@ -827,6 +830,25 @@ func (d *driver) writeMetadata(a coordinator.WriteMetadata[taskState]) {
 		close(ch)
 		d.meta <- metaResult{id: a.ID, err: err}
 	}()
+}
+
+// graphInfo describes the job graph for _metadata (computed once).
+func (r *runner) graphInfo() []metadata.GraphVertex {
+	if r.graph != nil || r.cfg.Graph == nil {
+		return r.graph
+	}
+	g := r.cfg.Graph
+	for _, v := range g.Vertices {
+		gv := metadata.GraphVertex{Vertex: v.ID, Name: v.Name(), Parallelism: v.Parallelism}
+		for _, n := range v.Nodes {
+			gv.UIDs = append(gv.UIDs, n.UID)
+		}
+		for _, e := range v.Inputs {
+			gv.Inputs = append(gv.Inputs, metadata.GraphInput{Vertex: g.VertexOf[e.From].ID, Forward: e.Partitioner == network.Forward})
+		}
+		r.graph = append(r.graph, gv)
+	}
+	return r.graph
 }
 
 // deletion is the outcome of deleting an aborted checkpoint's directory:

@@ -49,6 +49,28 @@ type Checkpoint struct {
 	// subtask (absent in checkpoints of older versions): what `weir
 	// doctor` reads for a job that no longer runs.
 	Tasks []TaskStats `json:"tasks,omitempty"`
+	// Graph is the job's vertices and their input edges when the
+	// checkpoint was taken (absent in older versions), so that the doctor
+	// can follow a late barrier upstream offline.
+	Graph []GraphVertex `json:"graph,omitempty"`
+}
+
+// GraphVertex is one job vertex: its position (TaskStats.Vertex), name,
+// parallelism and the vertices it reads.
+type GraphVertex struct {
+	Vertex      int    `json:"vertex"`
+	Name        string `json:"name"`
+	Parallelism int    `json:"parallelism"`
+	// UIDs are the chained operators' uids (Operator.UID), head first.
+	UIDs   []string     `json:"uids,omitempty"`
+	Inputs []GraphInput `json:"inputs,omitempty"`
+}
+
+// GraphInput is an edge into a vertex: the producing vertex, and whether
+// each subtask reads only the producer subtask of its own index (forward).
+type GraphInput struct {
+	Vertex  int  `json:"vertex"`
+	Forward bool `json:"forward,omitempty"`
 }
 
 // TaskStats is one subtask's part of a checkpoint, as the coordinator saw
@@ -443,7 +465,20 @@ func (c *Checkpoint) validate() error {
 			}
 		}
 	}
-	return c.validateTasks()
+	if err := c.validateTasks(); err != nil {
+		return err
+	}
+	for _, v := range c.Graph {
+		if v.Vertex < 0 || v.Vertex >= maxTaskIndex || v.Parallelism < 1 || v.Parallelism > maxTaskIndex {
+			return fmt.Errorf("graph: vertex %d parallelism %d out of range", v.Vertex, v.Parallelism)
+		}
+		for _, in := range v.Inputs {
+			if in.Vertex < 0 || in.Vertex >= v.Vertex {
+				return fmt.Errorf("graph: vertex %d reads vertex %d, which is not before it", v.Vertex, in.Vertex)
+			}
+		}
+	}
+	return nil
 }
 
 // maxTaskIndex bounds vertex and subtask indexes in Tasks: no job has more

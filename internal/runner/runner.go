@@ -219,7 +219,7 @@ type runner struct {
 	completedIDs []int64
 	restarts     int
 	graph        []metadata.GraphVertex // the job graph as _metadata records it
-	bg           sync.WaitGroup // goroutines waiting for a deletion
+	bg           sync.WaitGroup         // goroutines waiting for a deletion
 }
 
 func (r *runner) run(ctx context.Context) error {

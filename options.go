@@ -182,7 +182,6 @@ func (r *RESTOptions) validate() []error {
 	return errs
 }
 
-
 // EnsureDefaults fills zero fields with their defaults.
 func (o *Options) EnsureDefaults() {
 	if o.Parallelism == 0 {

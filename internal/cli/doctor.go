@@ -150,6 +150,8 @@ func diagnoseOffline(ctx context.Context, dir, job string, last int, logFile str
 	}
 	in, err := doctor.FromCheckpoints(ctx, dir, job, last, logFile)
 	switch {
+	case errors.Is(err, doctor.ErrLog):
+		return doctor.Report{}, usageError(err)
 	case errors.Is(err, doctor.ErrNoCheckpoints), errors.Is(err, doctor.ErrAmbiguous), errors.Is(err, doctor.ErrUnreadable),
 		errors.Is(err, storage.ErrNotFound):
 		return doctor.Report{}, refused(err)

@@ -194,3 +194,12 @@ func TestDoctorCommandJobNotRunning(t *testing.T) {
 		t.Errorf("stdout:\n%s", r.stdout)
 	}
 }
+
+// A log that is not weir's is a usage error (exit 2) naming --log.
+func TestDoctorBadLog(t *testing.T) {
+	dir := writeDoctorCheckpoints(t)
+	bad := filepath.Join(t.TempDir(), "notes.txt")
+	os.WriteFile(bad, []byte("hello\nworld\n"), 0o644)
+	r := runCLI(t, "doctor", filepath.Join(dir, "orders"), "--log", bad)
+	r.want(t, ExitUsage, "--log", "not a weir log")
+}

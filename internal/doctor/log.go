@@ -34,7 +34,7 @@ var lateRE = regexp.MustCompile(`^Received late message for now expired checkpoi
 func readLog(file, job, jobDir string, in *Input) error {
 	f, err := os.Open(file)
 	if err != nil {
-		return fmt.Errorf("--log: %w", err)
+		return fmt.Errorf("%w: --log: %w", ErrLog, err)
 	}
 	defer f.Close()
 	byID := map[int64]*Failure{}
@@ -101,10 +101,10 @@ func readLog(file, job, jobDir string, in *Input) error {
 		}
 	}
 	if err := sc.Err(); err != nil {
-		return fmt.Errorf("--log %s: %w", file, err)
+		return fmt.Errorf("%w: --log %s: %w", ErrLog, file, err)
 	}
 	if lines > 0 && parsed == 0 {
-		return fmt.Errorf("--log %s: not a weir log: no line is in log/slog's text or JSON format", file)
+		return fmt.Errorf("%w: --log %s: not a weir log: no line is in log/slog's text or JSON format", ErrLog, file)
 	}
 	for _, id := range failovers {
 		// A failure of the job's own stopping does not count.

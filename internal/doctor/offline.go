@@ -27,6 +27,8 @@ var (
 	// ErrAmbiguous: the directory holds the checkpoints of several jobs
 	// and none was named.
 	ErrAmbiguous = errors.New("several jobs")
+	// ErrLog: the log file (--log) cannot be read or is not a weir log.
+	ErrLog = errors.New("bad log file")
 )
 
 // FromCheckpoints builds the input from the retained checkpoints of a job

@@ -43,7 +43,7 @@ func (e *Environment) startREST(ctx context.Context, m *monitor.Job, store *stor
 	srv, err := rest.Start(rest.Config{BindAddress: o.BindAddress, Port: o.Port, FallbackToFreePort: o.portDefaulted,
 		AuthToken: o.AuthToken, CertFile: o.CertFile, KeyFile: o.KeyFile, Logger: log, Version: Version,
 		Metrics: metricsHandler, Dashboard: web.Handler(),
-		Doctor: func(j *monitor.Job) any { return doctor.Handle(j, 0) }})
+		Doctor: doctor.Handle})
 	if err != nil {
 		return nil, portError("rest.port", o.Port, err)
 	}

@@ -11,7 +11,6 @@ import (
 	"github.com/weirstream/weir/internal/checkpoint/metadata"
 	"github.com/weirstream/weir/internal/checkpoint/storage"
 	"github.com/weirstream/weir/internal/doctor"
-	"github.com/weirstream/weir/internal/monitor"
 	"github.com/weirstream/weir/internal/rest"
 	"github.com/weirstream/weir/internal/rest/resttest"
 )
@@ -125,7 +124,7 @@ func startDoctorServer(t *testing.T) (*rest.Server, *resttest.Job) {
 	t.Helper()
 	j := resttest.NewJob()
 	srv, err := rest.Start(rest.Config{BindAddress: "127.0.0.1", Port: "0", AuthToken: "s3cret",
-		Doctor: func(j *monitor.Job) any { return doctor.Handle(j, 0) }})
+		Doctor: doctor.Handle})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -149,6 +148,15 @@ func TestDoctorCommandLive(t *testing.T) {
 	var got doctor.Report
 	if err := json.Unmarshal([]byte(r.stdout), &got); err != nil || got.Source != doctor.SourceLive || got.Job != resttest.JobName {
 		t.Errorf("--json: %v %s", err, r.stdout)
+	}
+	// --last reaches the server's doctor.
+	r = runCLI(t, "doctor", resttest.JobName, "--url", srv.URL(), "--json", "--last", "1")
+	r.want(t, ExitOK)
+	var one doctor.Report
+	if err := json.Unmarshal([]byte(r.stdout), &one); err != nil || len(one.Checkpoints)+len(one.Failed) > 1 ||
+		len(got.Checkpoints)+len(got.Failed) < 2 {
+		t.Errorf("--last 1: %v, %d+%d checkpoints examined (default window %d+%d)", err, len(one.Checkpoints), len(one.Failed),
+			len(got.Checkpoints), len(got.Failed))
 	}
 	runCLI(t, "doctor", "nosuch", "--url", srv.URL()).want(t, ExitUsage, `job "nosuch" not found`)
 	runCLI(t, "doctor", resttest.JobID, "--url", srv.URL(), "--token", "wrong").want(t, ExitUsage, "--token")

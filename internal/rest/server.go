@@ -58,9 +58,10 @@ type Config struct {
 	// API (the web dashboard's files), without the token. Default: they
 	// answer 404.
 	Dashboard http.Handler
-	// Doctor, if set, serves GET /jobs/{jobid}/doctor: its result is
-	// encoded as JSON. Default: 404.
-	Doctor func(*monitor.Job) any
+	// Doctor, if set, serves GET /jobs/{jobid}/doctor[?last=N]: it gets
+	// the job and the number of latest checkpoints to examine (0: as many
+	// as the history keeps); its result is encoded as JSON. Default: 404.
+	Doctor func(j *monitor.Job, last int) any
 	// Version is weir's version, shown as flink-version and weir-version
 	// by /config and /overview.
 	Version string

@@ -154,7 +154,14 @@ func (s *Server) doctor(r *http.Request) (any, error) {
 	if s.cfg.Doctor == nil {
 		return nil, errorf(http.StatusNotFound, "Not found: %s (this server has no checkpoint doctor)", r.URL.Path)
 	}
-	return s.cfg.Doctor(j), nil
+	last := 0
+	if q := r.URL.Query().Get("last"); q != "" {
+		if last, err = strconv.Atoi(q); err != nil || last < 0 {
+			return nil, errorf(http.StatusBadRequest, "Bad query parameter last=%q: want the number of latest "+
+				"checkpoints to examine (0: as many as the history keeps)", q)
+		}
+	}
+	return s.cfg.Doctor(j, last), nil
 }
 
 func (s *Server) vertexDetails(r *http.Request) (any, error) {

@@ -631,7 +631,7 @@ func TestMountedHandlers(t *testing.T) {
 		w.Header().Set("Content-Type", "text/plain; version=0.0.4")
 		w.Write([]byte("weir_up 1\n"))
 	})
-	doctor := func(j *monitor.Job) any { return map[string]string{"job": j.Name} }
+	doctor := func(j *monitor.Job, last int) any { return map[string]any{"job": j.Name, "last": last} }
 	s, _ := fixture(t, Config{Dashboard: dash, Metrics: prom, Doctor: doctor})
 
 	if a := do(t, s, "GET", "/"); a.status != 200 || string(a.body) != "dashboard /" {
@@ -650,9 +650,13 @@ func TestMountedHandlers(t *testing.T) {
 		t.Errorf("/metrics: %d %s", a.status, a.body)
 	}
 	v := getOK(t, s, jobPrefix+"/doctor", nil)
-	if at(t, v, "job") != resttest.JobName {
+	if at(t, v, "job") != resttest.JobName || at(t, v, "last") != float64(0) {
 		t.Errorf("doctor: %v", v)
 	}
+	if v := getOK(t, s, jobPrefix+"/doctor?last=3", nil); at(t, v, "last") != float64(3) {
+		t.Errorf("doctor?last=3: %v", v)
+	}
+	wantError(t, do(t, s, "GET", jobPrefix+"/doctor?last=x"), http.StatusBadRequest, "Bad query parameter last")
 	// Flink's versioned prefix.
 	var ids JobIDsWithStatus
 	getOK(t, s, "/v1/jobs", &ids)

@@ -760,9 +760,15 @@ func TestUnalignedOverdraftFinishesFanOut(t *testing.T) {
 		t.Logf("overdraft %d: checkpoint durations %v", overdraft, durations)
 		return slices.Max(durations[1:])
 	}
+	// Without overdraft a barrier waits for the fan-out record in
+	// progress, which needs about five of the slow consumer's 65 ms
+	// buffers: some checkpoints take ~300 ms. With it they take about one
+	// buffer's time. On a loaded 2-core machine both stretch (seen: 128
+	// ms against 364 ms in CI), so the margin is a factor of 2, not the
+	// ~5 the mechanism gives on an idle one.
 	with, without := slowest(5), slowest(-1)
-	if with*3 > without {
-		t.Errorf("slowest unaligned checkpoint %v with 5 overdraft buffers, %v without: want at least 3 times shorter", with, without)
+	if with*2 > without {
+		t.Errorf("slowest unaligned checkpoint %v with 5 overdraft buffers, %v without: want at least 2 times shorter", with, without)
 	}
 }
 

@@ -29,6 +29,16 @@ func vertex(r *http.Request, j *monitor.Job) (monitor.Vertex, error) {
 	return monitor.Vertex{}, errorf(http.StatusNotFound, "Vertex %s not found in job %s", id, j.ID)
 }
 
+// jobVertex finds the job and the vertex a request's path names.
+func (s *Server) jobVertex(r *http.Request) (*monitor.Job, monitor.Vertex, error) {
+	j, err := s.job(r)
+	if err != nil {
+		return nil, monitor.Vertex{}, err
+	}
+	v, err := vertex(r, j)
+	return j, v, err
+}
+
 func (s *Server) dashboardConfig(*http.Request) (any, error) {
 	zone, offset := s.cfg.now().Zone()
 	return DashboardConfig{RefreshInterval: s.cfg.RefreshInterval.Milliseconds(), TimezoneName: zone,
@@ -165,11 +175,7 @@ func (s *Server) doctor(r *http.Request) (any, error) {
 }
 
 func (s *Server) vertexDetails(r *http.Request) (any, error) {
-	j, err := s.job(r)
-	if err != nil {
-		return nil, err
-	}
-	v, err := vertex(r, j)
+	j, v, err := s.jobVertex(r)
 	if err != nil {
 		return nil, err
 	}
@@ -189,11 +195,7 @@ func (s *Server) vertexDetails(r *http.Request) (any, error) {
 }
 
 func (s *Server) backpressure(r *http.Request) (any, error) {
-	j, err := s.job(r)
-	if err != nil {
-		return nil, err
-	}
-	v, err := vertex(r, j)
+	j, v, err := s.jobVertex(r)
 	if err != nil {
 		return nil, err
 	}

@@ -34,11 +34,7 @@ func (s *Server) jobMetrics(r *http.Request) (any, error) {
 }
 
 func (s *Server) vertexMetrics(r *http.Request) (any, error) {
-	j, err := s.job(r)
-	if err != nil {
-		return nil, err
-	}
-	v, err := vertex(r, j)
+	j, v, err := s.jobVertex(r)
 	if err != nil {
 		return nil, err
 	}
@@ -48,11 +44,7 @@ func (s *Server) vertexMetrics(r *http.Request) (any, error) {
 // subtasksMetrics is GET .../subtasks/metrics: the metrics of a vertex's
 // subtasks aggregated over them (?get=, ?agg=, ?subtasks=).
 func (s *Server) subtasksMetrics(r *http.Request) (any, error) {
-	j, err := s.job(r)
-	if err != nil {
-		return nil, err
-	}
-	v, err := vertex(r, j)
+	j, v, err := s.jobVertex(r)
 	if err != nil {
 		return nil, err
 	}
@@ -100,11 +92,7 @@ func (s *Server) subtasksMetrics(r *http.Request) (any, error) {
 
 // subtaskMetrics is GET .../subtasks/{subtaskindex}/metrics.
 func (s *Server) subtaskMetrics(r *http.Request) (any, error) {
-	j, err := s.job(r)
-	if err != nil {
-		return nil, err
-	}
-	v, err := vertex(r, j)
+	j, v, err := s.jobVertex(r)
 	if err != nil {
 		return nil, err
 	}

@@ -251,12 +251,10 @@ func (t *Tracker) Completed(id int64, at time.Time, checkpointedSize, stateSize,
 		float64(persisted), 0} {
 		t.sums[i].add(v)
 	}
-	cp := *c
-	cp.Subtasks = slices.Clone(c.Subtasks)
 	if c.Savepoint {
-		t.savepnt = &cp
+		t.savepnt = clone(c)
 	} else {
-		t.latest = &cp
+		t.latest = clone(c)
 	}
 }
 
@@ -272,9 +270,7 @@ func (t *Tracker) Failed(id int64, at time.Time, message string) {
 	c.Status, c.FailureTime, c.FailureMessage = Failed, at, message
 	t.counts.InProgress--
 	t.counts.Failed++
-	cp := *c
-	cp.Subtasks = slices.Clone(c.Subtasks)
-	t.failed = &cp
+	t.failed = clone(c)
 }
 
 // Discarded reports that completed checkpoint id was subsumed and its
@@ -328,16 +324,21 @@ func (t *Tracker) Checkpoint(id int64) (Checkpoint, bool) {
 	defer t.mu.Unlock()
 	for _, c := range t.history {
 		if c.ID == id {
-			return copyCheckpoint(c), true
+			return *clone(c), true
 		}
 	}
 	return Checkpoint{}, false
 }
 
-func copyCheckpoint(c *Checkpoint) Checkpoint {
+// clone copies c deeply enough that the tracker may go on changing the
+// original; nil stays nil.
+func clone(c *Checkpoint) *Checkpoint {
+	if c == nil {
+		return nil
+	}
 	cp := *c
 	cp.Subtasks = slices.Clone(c.Subtasks)
-	return cp
+	return &cp
 }
 
 // Snapshot returns a copy of the statistics.
@@ -363,13 +364,6 @@ func (t *Tracker) snapshotLocked(vals *[5][]float64, counts *[5]int64) Snapshot 
 	for i, r := range t.sums {
 		vals[i], counts[i] = slices.Clone(r.vals), r.count
 	}
-	clone := func(c *Checkpoint) *Checkpoint {
-		if c == nil {
-			return nil
-		}
-		cp := copyCheckpoint(c)
-		return &cp
-	}
 	s.LatestCompleted, s.LatestSavepoint, s.LatestFailed = clone(t.latest), clone(t.savepnt), clone(t.failed)
 	if t.restored != nil {
 		r := *t.restored
@@ -377,7 +371,7 @@ func (t *Tracker) snapshotLocked(vals *[5][]float64, counts *[5]int64) Snapshot 
 	}
 	s.History = make([]Checkpoint, len(t.history))
 	for i, c := range t.history {
-		s.History[i] = copyCheckpoint(c)
+		s.History[i] = *clone(c)
 	}
 	return s
 }

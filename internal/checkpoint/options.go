@@ -23,8 +23,9 @@ const (
 	// KindCheckpoint is a periodic or manual checkpoint: owned by weir,
 	// subsumed and deleted by it.
 	KindCheckpoint Kind = iota
-	// KindSavepoint is a user-owned snapshot (a later issue adds the
-	// trigger); it is never subsumed and shares no files with checkpoints.
+	// KindSavepoint is a user-owned snapshot: self-contained in a
+	// directory of its own, always aligned, never subsumed, never deleted
+	// by weir, sharing no file with checkpoints.
 	KindSavepoint
 )
 
@@ -94,6 +95,15 @@ type Options struct {
 	// still queued is moved ahead of the data it waits behind). 0: unaligned
 	// from the start (execution.checkpointing.aligned-checkpoint-timeout).
 	AlignedTimeout time.Duration
+	// Target is a savepoint's directory: a path or URL (KindSavepoint).
+	Target string
+	// Synchronous marks a stop-with-savepoint: every subtask stops
+	// processing input and timers once it took its snapshot, finishes when
+	// the savepoint completes (two-phase-commit sinks commit it first), and
+	// resumes if it is aborted. Drain, with it, ends the sources first:
+	// they emit the final watermark, so every event-time timer fires and
+	// every operator's end of input runs before the snapshot.
+	Synchronous, Drain bool
 }
 
 // Timeoutable reports whether the checkpoint starts aligned and may switch
@@ -108,6 +118,15 @@ func (o Options) String() string {
 		if o.AlignedTimeout > 0 {
 			u += fmt.Sprintf(" after %s aligned", o.AlignedTimeout)
 		}
+	}
+	if o.Synchronous {
+		u += " synchronous"
+		if o.Drain {
+			u += " drain"
+		}
+	}
+	if o.Target != "" {
+		u += " target=" + o.Target
 	}
 	return fmt.Sprintf("%s format=%s last-completed=%d%s", o.Kind, o.Format, o.LastCompleted, u)
 }

@@ -135,6 +135,31 @@ type Controls struct {
 	// TriggerCheckpoint takes a checkpoint now and returns its id once it
 	// completed, or why it failed.
 	TriggerCheckpoint func(ctx context.Context) (int64, error)
+	// TriggerSavepoint takes a savepoint now (Stop: and then stops the job)
+	// and returns it once it completed, or why it failed. nil: the job
+	// cannot take savepoints.
+	TriggerSavepoint func(ctx context.Context, req SavepointRequest) (SavepointResult, error)
+}
+
+// SavepointRequest asks for a savepoint (REST POST /jobs/{id}/savepoints
+// and /jobs/{id}/stop, weir savepoint, weir stop).
+type SavepointRequest struct {
+	// Target is the directory (path or URL) the savepoint directory is
+	// made in; empty: execution.checkpointing.savepoint-dir.
+	Target string
+	// Format is "canonical" (default) or "native".
+	Format string
+	// Stop stops the job once the savepoint completed (stop-with-savepoint);
+	// Drain, with it, first ends the sources and emits the final watermark.
+	Stop, Drain bool
+}
+
+// SavepointResult is a completed savepoint.
+type SavepointResult struct {
+	ID int64
+	// Path is the savepoint directory's location (a path or URL), what
+	// weir run --from takes.
+	Path string
 }
 
 // Job is the live view of one job. Its methods are safe for concurrent

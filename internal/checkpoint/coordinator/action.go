@@ -47,8 +47,12 @@ type Completed struct {
 	// Duration runs from the trigger to MetadataWritten.
 	Duration time.Duration
 	Periodic bool
-	Stats    Stats
-	Message  string
+	// Savepoint is set for a savepoint: it is not retained, subsumes
+	// nothing, and only a synchronous one (stop-with-savepoint) is
+	// followed by NotifyComplete.
+	Savepoint bool
+	Stats     Stats
+	Message   string
 }
 
 // NotifyComplete asks the driver to tell every task that checkpoint ID is

@@ -46,6 +46,7 @@ type pendingCheckpoint[H any] struct {
 	triggered  time.Time
 	deadline   time.Time
 	periodic   bool
+	opts       checkpoint.Options
 	acks       map[TaskID]ack[H]
 	finalizing bool // all acked, WriteMetadata emitted
 }
@@ -217,6 +218,12 @@ func (c *Coordinator[H]) periodic() {
 	if c.now.Before(c.nextPeriodic) {
 		return
 	}
+	if c.stopping() {
+		// The sources stopped after the stop-with-savepoint's barrier: a
+		// checkpoint could not complete before the savepoint does.
+		c.nextPeriodic = c.now.Add(c.cfg.Interval)
+		return
+	}
 	// Move the schedule to the first slot after now.
 	missed := c.now.Sub(c.nextPeriodic)/c.cfg.Interval + 1
 	c.nextPeriodic = c.nextPeriodic.Add(missed * c.cfg.Interval)
@@ -228,14 +235,30 @@ func (c *Coordinator[H]) periodic() {
 		c.nextPeriodic = c.now.Add(wait)
 		return
 	}
-	c.trigger(true, checkpoint.FormatConfigured)
+	c.trigger(true, c.checkpointOptions(checkpoint.FormatConfigured))
+}
+
+// stopping reports whether a synchronous savepoint is pending.
+func (c *Coordinator[H]) stopping() bool {
+	for _, p := range c.pending {
+		if p.opts.Synchronous {
+			return true
+		}
+	}
+	return false
+}
+
+// checkpointOptions are the options of a checkpoint triggered now.
+func (c *Coordinator[H]) checkpointOptions(format checkpoint.Format) checkpoint.Options {
+	return checkpoint.Options{Kind: checkpoint.KindCheckpoint, Format: format, LastCompleted: c.lastCompletedID,
+		Unaligned: c.cfg.Unaligned && !c.alignedOnly, AlignedTimeout: c.cfg.AlignedTimeout}
 }
 
 // runQueued fires a queued periodic trigger if a slot is free; the schedule
 // restarts from it (now + Interval), as Flink reschedules its periodic
 // trigger after a queued request.
 func (c *Coordinator[H]) runQueued() {
-	if !c.queued || c.stopped || len(c.pending) >= c.cfg.MaxConcurrent {
+	if !c.queued || c.stopped || len(c.pending) >= c.cfg.MaxConcurrent || c.stopping() {
 		return
 	}
 	c.queued = false
@@ -243,7 +266,7 @@ func (c *Coordinator[H]) runQueued() {
 		c.nextPeriodic = c.now.Add(wait)
 		return
 	}
-	c.trigger(true, checkpoint.FormatConfigured)
+	c.trigger(true, c.checkpointOptions(checkpoint.FormatConfigured))
 	c.nextPeriodic = c.now.Add(c.cfg.Interval)
 }
 
@@ -276,10 +299,36 @@ func (c *Coordinator[H]) TriggerManual(now time.Time, format checkpoint.Format) 
 	if n := len(c.pending); n >= c.cfg.MaxConcurrent {
 		return 0, fmt.Errorf("%w (%d pending, max-concurrent-checkpoints %d)", ErrTooManyConcurrent, n, c.cfg.MaxConcurrent)
 	}
-	return c.trigger(false, format), nil
+	if c.stopping() {
+		return 0, ErrStopInProgress
+	}
+	return c.trigger(false, c.checkpointOptions(format)), nil
 }
 
-func (c *Coordinator[H]) trigger(periodic bool, format checkpoint.Format) int64 {
+// TriggerSavepoint triggers a savepoint now with opts (their Kind is set to
+// KindSavepoint; Format, Target, Synchronous and Drain are the caller's).
+// As in Flink, a savepoint is not held back by MaxConcurrent or MinPause,
+// is always aligned, is never retained or subsumed, does not subsume the
+// checkpoints pending before it, and its failure does not count against
+// TolerableFailures. Only a synchronous savepoint (stop-with-savepoint)
+// is followed by NotifyComplete: an intermediate savepoint commits no
+// side effects. While a synchronous savepoint is pending no checkpoint is
+// triggered, and a second one is refused with ErrStopInProgress.
+func (c *Coordinator[H]) TriggerSavepoint(now time.Time, opts checkpoint.Options) (int64, error) {
+	c.advance(now)
+	if c.stopped {
+		return 0, ErrStopped
+	}
+	if c.stopping() {
+		return 0, ErrStopInProgress
+	}
+	opts.Kind = checkpoint.KindSavepoint
+	opts.LastCompleted = c.lastCompletedID
+	opts.Unaligned, opts.AlignedTimeout = false, 0
+	return c.trigger(false, opts), nil
+}
+
+func (c *Coordinator[H]) trigger(periodic bool, opts checkpoint.Options) int64 {
 	id := c.nextID
 	c.nextID++
 	c.pending[id] = &pendingCheckpoint[H]{
@@ -287,10 +336,10 @@ func (c *Coordinator[H]) trigger(periodic bool, format checkpoint.Format) int64 
 		triggered: c.now,
 		deadline:  c.now.Add(c.cfg.Timeout),
 		periodic:  periodic,
+		opts:      opts,
 		acks:      make(map[TaskID]ack[H], len(c.tasks)),
 	}
-	c.emit(Trigger{ID: id, Timestamp: c.now, Periodic: periodic,
-		Options: checkpoint.Options{Kind: checkpoint.KindCheckpoint, Format: format, LastCompleted: c.lastCompletedID, Unaligned: c.cfg.Unaligned && !c.alignedOnly, AlignedTimeout: c.cfg.AlignedTimeout}})
+	c.emit(Trigger{ID: id, Timestamp: c.now, Periodic: periodic, Options: opts})
 	return id
 }
 
@@ -359,6 +408,20 @@ func (c *Coordinator[H]) MetadataWritten(now time.Time, id int64) {
 		return
 	}
 	delete(c.pending, id)
+	if p.opts.Kind == checkpoint.KindSavepoint {
+		st := c.stats(p)
+		dur := c.now.Sub(p.triggered)
+		c.emit(Completed{
+			ID: id, Triggered: p.triggered, Duration: dur, Savepoint: true, Stats: st,
+			Message: fmt.Sprintf("Completed savepoint %d for job %s (%d bytes, duration=%d ms).",
+				id, c.cfg.JobName, st.Bytes, dur.Milliseconds()),
+		})
+		if p.opts.Synchronous {
+			c.emit(NotifyComplete{ID: id})
+		}
+		c.runQueued()
+		return
+	}
 	c.retained = append(c.retained, id)
 	c.lastCompletedID = id
 	c.lastCompletion = c.now
@@ -451,7 +514,7 @@ func (c *Coordinator[H]) stop(reason Reason, cause error) {
 // Callers run runQueued afterwards.
 func (c *Coordinator[H]) abort(p *pendingCheckpoint[H], reason Reason, msg string, cause error) {
 	delete(c.pending, p.id)
-	counted := reason.Counts() && p.id > c.lastCompletedID && !c.stopped
+	counted := reason.Counts() && p.id > c.lastCompletedID && !c.stopped && p.opts.Kind != checkpoint.KindSavepoint
 	c.emit(Aborted{ID: p.id, Reason: reason, Message: msg, Cause: cause, Counted: counted})
 	c.emit(CleanupFiles{ID: p.id})
 	c.emit(NotifyAborted{ID: p.id})

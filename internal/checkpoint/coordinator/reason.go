@@ -129,6 +129,9 @@ var (
 	// ErrStopped: the coordinator was shut down or suspended itself after
 	// exceeding the tolerable failures.
 	ErrStopped = errors.New("coordinator: stopped")
+	// ErrStopInProgress: a stop-with-savepoint is pending; no other
+	// checkpoint or stop is triggered until it completes or fails.
+	ErrStopInProgress = errors.New("a stop-with-savepoint is in progress")
 	// ErrCheckpointExpired is the Cause of an expiry abort.
 	ErrCheckpointExpired = errors.New("coordinator: checkpoint expired")
 	// ErrCheckpointSubsumed is the Cause of an abort because a newer

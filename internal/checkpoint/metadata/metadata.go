@@ -29,8 +29,15 @@ type Checkpoint struct {
 	Job     string `json:"job"`
 	ID      int64  `json:"id"`
 	// TriggerTime and CompletionTime are Unix milliseconds.
-	TriggerTime    int64 `json:"triggerTime"`
-	CompletionTime int64 `json:"completionTime"`
+	// Savepoint is set for a savepoint: its file handles are relative to
+	// the savepoint directory (a checkpoint's to its job directory), and
+	// Format says how its keyed state was written.
+	Savepoint bool   `json:"savepoint,omitempty"`
+	Format    string `json:"format,omitempty"`
+	// JobID is the id of the run that took the snapshot (32 hex digits).
+	JobID          string `json:"jobId,omitempty"`
+	TriggerTime    int64  `json:"triggerTime"`
+	CompletionTime int64  `json:"completionTime"`
 	// Bytes is the checkpointed data size: the bytes this checkpoint
 	// uploaded (Flink's "Checkpointed Data Size").
 	Bytes int64 `json:"bytes"`

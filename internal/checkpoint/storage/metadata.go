@@ -76,7 +76,11 @@ func (s *Storage) WriteMetadata(ctx context.Context, job string, id int64, paylo
 	if err != nil {
 		return err
 	}
-	key := p + MetadataName
+	return s.writeMetadataKey(ctx, p+MetadataName, payload)
+}
+
+// writeMetadataKey writes a framed _metadata at key atomically.
+func (s *Storage) writeMetadataKey(ctx context.Context, key string, payload []byte) error {
 	w, err := s.b.NewWriter(ctx, key)
 	if err != nil {
 		return fmt.Errorf("write metadata %s: %w", key, err)

@@ -59,6 +59,22 @@ type CheckpointOptions struct {
 	// "latest" for the newest complete checkpoint of the job under Dir.
 	// Default empty: a fresh start (execution.state-recovery.path).
 	RestorePath string
+	// ClaimMode says who owns the snapshot RestorePath names:
+	// ClaimModeNoClaim (the default, as Flink: nothing of it is ever
+	// deleted or shared, and the first checkpoint is a full one) or
+	// ClaimModeClaim (it becomes one of the job's retained checkpoints and
+	// is deleted once subsumed). RestoreLatest always claims: the job
+	// resumes its own checkpoints (execution.state-recovery.claim-mode).
+	ClaimMode string
+	// AllowNonRestoredState lets a restore drop, with a warning, the state
+	// of operator uids the job no longer has; otherwise such a restore
+	// fails naming them. Default false
+	// (execution.state-recovery.ignore-unclaimed-state).
+	AllowNonRestoredState bool
+	// SavepointDir is where a savepoint goes when its trigger names no
+	// directory. Default empty: the trigger must name one
+	// (execution.checkpointing.savepoint-dir).
+	SavepointDir string
 	// Unaligned checkpoints let barriers overtake the data queued in the
 	// network, which the tasks persist with the checkpoint instead: the
 	// checkpoint time no longer depends on backpressure. They need
@@ -130,7 +146,17 @@ func (c *CheckpointOptions) ensureDefaults() {
 		c.Retention = string(runner.RetainOnCancellation)
 	}
 	c.Retention = strings.ToUpper(c.Retention)
+	if c.ClaimMode == "" {
+		c.ClaimMode = ClaimModeNoClaim
+	}
+	c.ClaimMode = strings.ToUpper(c.ClaimMode)
 }
+
+// Restore modes (CheckpointOptions.ClaimMode), Flink's names.
+const (
+	ClaimModeClaim   = runner.ClaimModeClaim
+	ClaimModeNoClaim = runner.ClaimModeNoClaim
+)
 
 func (c *CheckpointOptions) validate() []error {
 	var errs []error
@@ -161,6 +187,9 @@ func (c *CheckpointOptions) validate() []error {
 	}
 	if c.AlignedCheckpointTimeout < 0 {
 		bad("aligned checkpoint timeout %v must not be negative", c.AlignedCheckpointTimeout)
+	}
+	if c.ClaimMode != ClaimModeClaim && c.ClaimMode != ClaimModeNoClaim {
+		bad("restore mode %q must be %s or %s", c.ClaimMode, ClaimModeNoClaim, ClaimModeClaim)
 	}
 	switch runner.Retention(c.Retention) {
 	case runner.RetainOnCancellation, runner.DeleteOnCancellation, runner.NoExternalizedCheckpoints:

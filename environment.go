@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 
 	"github.com/weirstream/weir/internal/checkpoint"
@@ -174,26 +175,108 @@ func (e *Environment) TriggerCheckpoint(ctx context.Context) (int64, error) {
 }
 
 func (e *Environment) triggerCheckpoint(ctx context.Context, format checkpoint.Format) (int64, error) {
+	r, err := e.manualRequest(ctx, runner.ManualRequest{Format: format})
+	return r.ID, err
+}
+
+// manualRequest hands req to the running job's runner and waits for its
+// outcome.
+func (e *Environment) manualRequest(ctx context.Context, req runner.ManualRequest) (runner.ManualResult, error) {
 	e.mu.Lock()
 	ended := e.ended
 	e.mu.Unlock()
 	if ended == nil {
-		return 0, ErrNotRunning
+		return runner.ManualResult{}, ErrNotRunning
 	}
 	reply := make(chan runner.ManualResult, 1)
+	req.Reply = reply
 	select {
-	case e.manual <- runner.ManualRequest{Reply: reply, Format: format}:
+	case e.manual <- req:
 	case <-ended:
-		return 0, ErrNotRunning
+		return runner.ManualResult{}, ErrNotRunning
 	case <-ctx.Done():
-		return 0, ctx.Err()
+		return runner.ManualResult{}, ctx.Err()
 	}
 	select {
 	case r := <-reply:
-		return r.ID, r.Err
+		return r, r.Err
 	case <-ctx.Done():
-		return 0, ctx.Err()
+		return runner.ManualResult{}, ctx.Err()
 	}
+}
+
+// Savepoint formats (SavepointOptions.Format), Flink's names.
+const (
+	// SavepointCanonical is backend-independent: any state backend
+	// restores it (the default).
+	SavepointCanonical = "canonical"
+	// SavepointNative is the backend's own format (pebble: its SST files,
+	// copied into the savepoint): faster to take and restore, restorable
+	// only by the same backend.
+	SavepointNative = "native"
+)
+
+// SavepointOptions describe a savepoint (TriggerSavepoint,
+// StopWithSavepoint).
+type SavepointOptions struct {
+	// Dir is the directory (a path or URL) the savepoint directory
+	// savepoint-<job id prefix>-<random> is made in. Default
+	// CheckpointOptions.SavepointDir.
+	Dir string
+	// Format is SavepointCanonical (default) or SavepointNative.
+	Format string
+	// Drain, for StopWithSavepoint, ends the sources first: they emit the
+	// final watermark, so every event-time window fires and every
+	// operator's end of input runs before the savepoint. Use it to end a
+	// job for good; without it the job resumes from the savepoint with
+	// nothing lost or duplicated.
+	Drain bool
+}
+
+func (o SavepointOptions) format() (checkpoint.Format, error) {
+	switch strings.ToLower(o.Format) {
+	case "", SavepointCanonical:
+		return checkpoint.FormatCanonical, nil
+	case SavepointNative:
+		return checkpoint.FormatNative, nil
+	}
+	return 0, fmt.Errorf("savepoint format %q: must be %s or %s", o.Format, SavepointCanonical, SavepointNative)
+}
+
+// ErrNoSavepointTarget is returned by TriggerSavepoint and
+// StopWithSavepoint when neither the options nor
+// CheckpointOptions.SavepointDir name a directory.
+var ErrNoSavepointTarget = runner.ErrNoSavepointTarget
+
+// TriggerSavepoint takes a savepoint of the job Execute is running now and
+// returns its directory (a path or URL, what RestorePath takes) once its
+// _metadata is durable. A savepoint is the user's: self-contained (it can
+// be moved or copied elsewhere and restored from there), always aligned,
+// never deleted by weir, and it commits no output of two-phase-commit
+// sinks. Savepoints need checkpointing enabled (CheckpointOptions.Interval).
+// ctx bounds the wait, not the savepoint.
+func (e *Environment) TriggerSavepoint(ctx context.Context, o SavepointOptions) (string, error) {
+	r, err := e.savepoint(ctx, o, false)
+	return r.Path, err
+}
+
+// StopWithSavepoint takes a savepoint and then stops the job (Flink's
+// stop-with-savepoint): once a subtask took its snapshot it processes
+// nothing more; when the savepoint completes two-phase-commit sinks commit
+// it and the job finishes (Execute returns nil); if it fails the job goes
+// on running. It returns the savepoint's directory.
+func (e *Environment) StopWithSavepoint(ctx context.Context, o SavepointOptions) (string, error) {
+	r, err := e.savepoint(ctx, o, true)
+	return r.Path, err
+}
+
+func (e *Environment) savepoint(ctx context.Context, o SavepointOptions, stop bool) (runner.ManualResult, error) {
+	format, err := o.format()
+	if err != nil {
+		return runner.ManualResult{}, err
+	}
+	return e.manualRequest(ctx, runner.ManualRequest{Format: format,
+		Savepoint: &runner.SavepointRequest{Target: o.Dir, Stop: stop, Drain: stop && o.Drain}})
 }
 
 func (e *Environment) execute(ctx context.Context, name string) (runner.Result, error) {
@@ -230,7 +313,7 @@ func (e *Environment) execute(ctx context.Context, name string) (runner.Result, 
 	cfg := runner.Config{
 		Monitor: mon,
 		JobName: name, Graph: jg, Task: e.taskOptions(name), Enabled: enabled, SkipChannelStateID: co.RecoverWithoutChannelState,
-		Retention: runner.Retention(co.Retention),
+		Retention: runner.Retention(co.Retention), SavepointDir: co.SavepointDir,
 		Checkpoint: coordinator.Config{Interval: co.Interval, MinPause: co.MinPause, MaxConcurrent: co.MaxConcurrent,
 			Timeout: co.Timeout, TolerableFailures: co.TolerableFailures, NumRetained: co.NumRetained, Unaligned: unaligned,
 			AlignedTimeout: co.AlignedCheckpointTimeout},
@@ -239,7 +322,8 @@ func (e *Environment) execute(ctx context.Context, name string) (runner.Result, 
 		Manual: e.manual, OnCompleted: completedFunc(e.opts.OnCheckpointComplete, km),
 	}
 	jl := e.opts.JobLock
-	st, err := runner.OpenStorage(ctx, &cfg, runner.StorageOptions{Dir: co.Dir, RestorePath: co.RestorePath,
+	cfg.Task.AllowNonRestoredState = co.AllowNonRestoredState
+	st, err := runner.OpenStorage(ctx, &cfg, runner.StorageOptions{Dir: co.Dir, RestorePath: co.RestorePath, ClaimMode: co.ClaimMode,
 		Force: jl.Force, LeaseDuration: jl.LeaseDuration, RenewInterval: jl.RenewInterval,
 		OnLost: func(err error) { cancel(err) }})
 	if err != nil {

@@ -35,6 +35,10 @@ func (e *Environment) newMonitor(name string, jg *graph.JobGraph, cancel context
 	m.SetControls(monitor.Controls{
 		Cancel:            func() { cancel(ErrCanceled) },
 		TriggerCheckpoint: e.TriggerCheckpoint,
+		TriggerSavepoint: func(ctx context.Context, req monitor.SavepointRequest) (monitor.SavepointResult, error) {
+			r, err := e.savepoint(ctx, SavepointOptions{Dir: req.Target, Format: req.Format, Drain: req.Drain}, req.Stop)
+			return monitor.SavepointResult{ID: r.ID, Path: r.Path}, err
+		},
 	})
 	return m
 }

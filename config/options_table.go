@@ -332,7 +332,31 @@ var optionTable = []Option{
 		Key:         "execution.state-recovery.path",
 		Kind:        KindString,
 		Default:     "",
-		Description: "Checkpoint to start from: a chk-<n> directory, or latest for the newest complete checkpoint of the job under execution.checkpointing.dir. Empty starts fresh. weir run --from sets it.",
+		Description: "Snapshot to start from: a savepoint directory, a chk-<n> checkpoint directory, either's _metadata file, or latest for the newest complete checkpoint of the job under execution.checkpointing.dir. Empty starts fresh. weir run --from sets it.",
+	},
+	{
+		Key:     "execution.state-recovery.claim-mode",
+		Kind:    KindEnum,
+		Default: "NO_CLAIM",
+		Description: "Who owns the snapshot execution.state-recovery.path names. NO_CLAIM: the user; nothing of it is ever deleted or shared, " +
+			"several jobs may start from it, and the first checkpoint is a full one (after it completes the snapshot may be deleted). " +
+			"CLAIM: the job; it counts as one of its retained checkpoints and is deleted once newer checkpoints subsume it (its chk-<n> " +
+			"directory, never the job directory). latest always resumes the job's own checkpoints as CLAIM. weir run --claim-mode sets it.",
+		Enum: []string{"NO_CLAIM", "CLAIM"},
+	},
+	{
+		Key:     "execution.state-recovery.ignore-unclaimed-state",
+		Kind:    KindBool,
+		Default: "false",
+		Description: "Start even if the restored snapshot holds state of an operator uid the job no longer has (the state is dropped, with a warning). " +
+			"false: such a restore fails and names the uid. weir run --allow-non-restored-state sets it.",
+	},
+	{
+		Key:     "execution.checkpointing.savepoint-dir",
+		Kind:    KindString,
+		Default: "",
+		Description: "Default directory (path or URL) savepoints are written to when a trigger names none (weir savepoint, weir stop, " +
+			"POST /jobs/<id>/savepoints). Each savepoint is a directory savepoint-<job id prefix>-<random> in it. Empty: a trigger must name one.",
 	},
 	{
 		Key:         "restart-strategy.type",

@@ -22,13 +22,15 @@ import (
 
 // runFlags are the flags common to every job, persistent flags of `run`.
 type runFlags struct {
-	parallelism int
-	sets        []string
-	configPath  string
-	from        string
-	incremental bool
-	changelog   bool
-	force       bool
+	parallelism      int
+	sets             []string
+	configPath       string
+	from             string
+	claimMode        string
+	allowNonRestored bool
+	incremental      bool
+	changelog        bool
+	force            bool
 }
 
 func (a *app) runCommand() *cobra.Command {
@@ -67,7 +69,9 @@ running exits with 1 and names the failing operator and subtask; Ctrl-C
 	pf.StringVar(&rf.configPath, "config", "", "YAML configuration `file` (Flink config.yaml syntax)")
 	pf.BoolVar(&rf.incremental, "incremental", false, "incremental checkpoints of the pebble backend; sets execution.checkpointing.incremental=true")
 	pf.BoolVar(&rf.changelog, "changelog", false, "changelog state backend: log every state change so checkpoints only upload a small tail; sets state.changelog.enabled=true")
-	pf.StringVar(&rf.from, "from", "", "resume from a `checkpoint`: latest (the job's newest complete checkpoint under execution.checkpointing.dir) or a chk-<n> directory; sets execution.state-recovery.path")
+	pf.StringVar(&rf.from, "from", "", "start from a `snapshot`: latest (the job's newest complete checkpoint under execution.checkpointing.dir), a savepoint directory, a chk-<n> checkpoint directory, or either's _metadata file; sets execution.state-recovery.path")
+	pf.StringVar(&rf.claimMode, "claim-mode", "", "who owns the --from snapshot: no-claim (default: it is never deleted, the first checkpoint is full) or claim (deleted once newer checkpoints subsume it); sets execution.state-recovery.claim-mode")
+	pf.BoolVar(&rf.allowNonRestored, "allow-non-restored-state", false, "start even if the --from snapshot has state of an operator uid the job no longer has (that state is dropped); sets execution.state-recovery.ignore-unclaimed-state=true")
 	pf.BoolVar(&rf.force, "force", false, "take the job's checkpoint directory over at once from the run that holds it; dangerous: only when you know that run is dead")
 	a.deferErrors(pf)
 	c.SetUsageTemplate(strings.NewReplacer(
@@ -135,9 +139,20 @@ func (a *app) runJob(c *cobra.Command, job jobs.Job, rf *runFlags) error {
 	}
 	if c.Flags().Changed("from") {
 		if rf.from == "" {
-			problems = append(problems, errors.New("--from: give latest or the path of a chk-<n> directory"))
+			problems = append(problems, errors.New("--from: give latest, a savepoint directory or a chk-<n> checkpoint directory"))
 		}
 		sets = append(sets, "execution.state-recovery.path="+rf.from)
+	}
+	if c.Flags().Changed("claim-mode") {
+		switch m := strings.ToUpper(strings.ReplaceAll(rf.claimMode, "-", "_")); m {
+		case weir.ClaimModeClaim, weir.ClaimModeNoClaim:
+			sets = append(sets, "execution.state-recovery.claim-mode="+m)
+		default:
+			problems = append(problems, fmt.Errorf("--claim-mode %q: must be claim or no-claim", rf.claimMode))
+		}
+	}
+	if c.Flags().Changed("allow-non-restored-state") {
+		sets = append(sets, "execution.state-recovery.ignore-unclaimed-state="+strconv.FormatBool(rf.allowNonRestored))
 	}
 	cfg, err := config.LoadFile(rf.configPath, sets)
 	if err != nil {

@@ -508,13 +508,10 @@ func (cl *changelogRuntime) snapshotPending(s *task.OperatorSnapshot) error {
 		return nil
 	}
 	data := changelog.EncodeSegment(recs, 1)
-	store, job, name := cl.rt.op.Storage, cl.rt.op.StorageJob, cl.rt.op.FileBase()+".pending"
+	op, name := cl.rt.op, cl.rt.op.FileBase()+".pending"
 	s.Async = func(ctx context.Context, id int64, st *metadata.Subtask) (int64, error) {
-		if store == nil {
-			return 0, nil
-		}
-		fw, err := store.CreateFile(ctx, job, id, name)
-		if err != nil {
+		fw, err := op.CreateSnapshotFile(ctx, id, name)
+		if fw == nil || err != nil {
 			return 0, err
 		}
 		if _, err := fw.Write(data); err != nil {

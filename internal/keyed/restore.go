@@ -60,7 +60,7 @@ func restoreFile(r *task.RestoredState, h storage.FileHandle, read func(io.Reade
 // entries copied.
 func (rt *Runtime) openNative(so state.Options, r *task.RestoredState) (*state.PebbleBackend, error) {
 	if rt.cfg.Backend != BackendPebble {
-		return nil, fmt.Errorf("%w: the checkpoint holds native pebble state (incremental checkpoint): restore it with state.backend.type=pebble", task.ErrStateMismatch)
+		return nil, fmt.Errorf("%w: the snapshot holds native pebble state (an incremental checkpoint or a native savepoint), which only the pebble backend reads: restore it with state.backend.type=pebble, or, to change the state backend, take a canonical savepoint on pebble and restore that", task.ErrStateMismatch)
 	}
 	if len(r.Native) == 1 && r.Native[0].KeyGroupStart == so.KeyGroupStart && r.Native[0].KeyGroupEnd == so.KeyGroupEnd {
 		n := r.Native[0]

@@ -84,6 +84,19 @@ type Config struct {
 	From        *metadata.Checkpoint
 	FromStorage *storage.Storage
 	FromJob     string
+	// FromPath is From's directory relative to FromStorage's root
+	// ("<job>/chk-<n>" or a savepoint directory), for logs and records.
+	FromPath string
+	// Claim says the run owns From (resumed with latest, or restored in
+	// CLAIM mode): From counts as one of its retained checkpoints and is
+	// deleted once subsumed, and new checkpoints may share its files when
+	// it is in the run's own job directory. Otherwise (NO_CLAIM, Flink's
+	// default for an explicit path) nothing of From is ever deleted or
+	// shared: the first checkpoint uploads everything.
+	Claim bool
+	// SavepointDir is where savepoints go when a request names no target
+	// (execution.checkpointing.savepoint-dir); empty: none.
+	SavepointDir string
 	// Clock drives checkpoint scheduling and restart delays; default real.
 	Clock  clock.Clock
 	Logger *slog.Logger
@@ -136,13 +149,31 @@ type ManualRequest struct {
 	Reply chan<- ManualResult
 	// Format is the snapshot format the operators write.
 	Format checkpoint.Format
+	// Savepoint, if set, asks for a savepoint instead of a checkpoint.
+	Savepoint *SavepointRequest
 }
+
+// SavepointRequest describes a savepoint (ManualRequest.Savepoint).
+type SavepointRequest struct {
+	// Target is the directory (path or URL) the savepoint directory is
+	// made in; empty: Config.SavepointDir.
+	Target string
+	// Stop stops the job once the savepoint completed
+	// (stop-with-savepoint); Drain, with it, ends the sources first.
+	Stop, Drain bool
+}
+
+// ErrNoSavepointTarget answers a savepoint request without a target when
+// execution.checkpointing.savepoint-dir is not set either.
+var ErrNoSavepointTarget = errors.New("no savepoint target directory: give one, or set execution.checkpointing.savepoint-dir")
 
 // ManualResult is the outcome of a ManualRequest: the checkpoint id (0 if
 // none was triggered) and nil once it completed, or why it failed.
 type ManualResult struct {
 	ID  int64
 	Err error
+	// Path is a completed savepoint's directory (a path or URL).
+	Path string
 }
 
 // ErrCheckpointingDisabled answers manual requests when the job runs
@@ -158,6 +189,9 @@ type Result struct {
 	// Latest is the newest completed checkpoint known at the end, nil if
 	// none.
 	Latest *metadata.Checkpoint
+	// Savepoint is the location of the savepoint a stop-with-savepoint
+	// took, if the run ended that way.
+	Savepoint string
 }
 
 // ErrTooManyCheckpointFailures is matched (errors.Is) by the error of a
@@ -200,7 +234,10 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 		r.del = newDeleter(cfg.Storage, cfg.JobDir, cfg.Logger)
 	}
 	err := r.run(ctx)
-	res := Result{Restarts: r.restarts, Completed: r.completedIDs, Latest: r.latest}
+	for _, s := range r.spStores {
+		_ = s.Close()
+	}
+	res := Result{Restarts: r.restarts, Completed: r.completedIDs, Latest: r.latest, Savepoint: r.stoppedWith}
 	return res, err
 }
 
@@ -220,6 +257,14 @@ type runner struct {
 	restarts     int
 	graph        []metadata.GraphVertex // the job graph as _metadata records it
 	bg           sync.WaitGroup         // goroutines waiting for a deletion
+	// claimed is a restored snapshot outside the job directory that the
+	// run claimed (CLAIM mode): one of the retained ids, deleted from
+	// where it is once subsumed.
+	claimed *claimedBase
+	// spStores are the storages savepoints were written to, closed at the
+	// end; stoppedWith is the savepoint a stop-with-savepoint took.
+	spStores    []*storage.Storage
+	stoppedWith string
 }
 
 func (r *runner) run(ctx context.Context) error {
@@ -305,10 +350,10 @@ func (r *runner) prepareStorage(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("list checkpoints: %w", err)
 	}
-	own := r.cfg.From != nil && r.cfg.FromStorage.Same(r.cfg.Storage) && r.cfg.FromJob == r.cfg.JobDir
+	own := r.cfg.From != nil && !r.cfg.From.Savepoint && r.cfg.FromStorage.Same(r.cfg.Storage) && r.cfg.FromJob == r.cfg.JobDir
 	for _, e := range entries {
 		r.nextID = max(r.nextID, e.ID+1)
-		if !own || !e.Complete || e.ID > r.cfg.From.ID {
+		if !own || !e.Complete || e.ID > r.cfg.From.ID || (e.ID == r.cfg.From.ID && !r.cfg.Claim) {
 			continue
 		}
 		cp := r.cfg.From
@@ -321,14 +366,37 @@ func (r *runner) prepareStorage(ctx context.Context) error {
 		r.metas[e.ID] = cp
 		r.reg.Adopt(e.ID, checkpointSharedPaths(cp))
 	}
-	if r.cfg.From != nil {
-		r.nextID = max(r.nextID, r.cfg.From.ID+1)
-		if own {
-			r.latest = r.cfg.From
+	if from := r.cfg.From; from != nil {
+		r.nextID = max(r.nextID, from.ID+1)
+		switch {
+		case own && r.cfg.Claim:
+			r.latest = from
+		case own:
+			// NO_CLAIM of one of the job's own checkpoints: it stays, and
+			// so does every file it references, whatever this run
+			// subsumes (pinned: adopted, never released).
+			r.latest = from
+			r.reg.Adopt(from.ID, checkpointSharedPaths(from))
+		case r.cfg.Claim:
+			r.claimed = &claimedBase{id: from.ID, store: r.cfg.FromStorage, dir: r.cfg.FromJob, path: r.cfg.FromPath, savepoint: from.Savepoint}
+			r.retained = append(r.retained, from.ID)
 		}
 	}
 	r.sweep(ctx)
 	return nil
+}
+
+// latestID is the newest completed checkpoint the coordinator starts from:
+// the latest own one, or a claimed snapshot.
+func (r *runner) latestID() int64 {
+	var id int64
+	if r.latest != nil {
+		id = r.latest.ID
+	}
+	for _, x := range r.retained {
+		id = max(id, x)
+	}
+	return id
 }
 
 func (r *runner) readOwn(ctx context.Context, id int64) (*metadata.Checkpoint, error) {
@@ -350,6 +418,13 @@ func (r *runner) endRetention(ctx context.Context, deleting ...Retention) {
 	r.reg.Idle()
 	failed := false
 	for _, id := range r.retained {
+		if c := r.claimed; c != nil && id == c.id {
+			r.claimed = nil
+			if err := c.release(ctx); err != nil {
+				r.log.Warn("could not delete the claimed snapshot", "snapshot", c.path, "err", err)
+			}
+			continue
+		}
 		if err := r.cfg.Storage.DeleteCheckpoint(ctx, r.cfg.JobDir, id); err != nil {
 			r.log.Warn("could not delete a checkpoint", "checkpoint", id, "err", err)
 			failed = true
@@ -389,12 +464,22 @@ func (r *runner) attempt(ctx context.Context, cp *metadata.Checkpoint, cpStore *
 	opts.Logger = r.log
 	opts.RunID = ""
 	opts.Restore, opts.RestoreStorage, opts.RestoreJob = cp, cpStore, cpJob
+	// Only a snapshot the run owns may share files with its checkpoints.
+	opts.RestoreOwned = cp != nil && (cp != r.cfg.From || r.cfg.Claim)
 	if r.cfg.Enabled {
 		opts.Checkpoints, opts.CheckpointJob, opts.FinalCheckpoint = r.cfg.Storage, r.cfg.JobDir, true
 	}
 	opts.CountRecords = r.cfg.Status != nil
 	if cp != nil {
-		r.log.Info(fmt.Sprintf("Restoring job %s from checkpoint %d.", r.cfg.JobName, cp.ID))
+		what := fmt.Sprintf("checkpoint %d", cp.ID)
+		if cp.Savepoint {
+			what = "savepoint " + r.cfg.FromPath
+		}
+		mode := "CLAIM"
+		if cp == r.cfg.From && !r.cfg.Claim {
+			mode = "NO_CLAIM"
+		}
+		r.log.Info(fmt.Sprintf("Restoring job %s from %s (restore mode %s).", r.cfg.JobName, what, mode))
 		if opts.SkipChannelState = cp.ID == r.cfg.SkipChannelStateID; opts.SkipChannelState && cp.PersistedBytes > 0 {
 			r.log.Warn(fmt.Sprintf("Restoring checkpoint %d without its in-flight data (%s are dropped, as execution.state-recovery.without-channel-state.checkpoint-id says): records are lost.",
 				cp.ID, FormatBytes(cp.PersistedBytes)))
@@ -410,13 +495,17 @@ func (r *runner) attempt(ctx context.Context, cp *metadata.Checkpoint, cpStore *
 	r.reg.Running()
 	if m := r.cfg.Monitor; m != nil {
 		if cp != nil {
-			m.Checkpoints.Restored(stats.Restored{ID: cp.ID, Time: r.cfg.Clock.Now(), ExternalPath: fmt.Sprintf("%s/chk-%d", cpJob, cp.ID)})
+			path := fmt.Sprintf("%s/chk-%d", cpJob, cp.ID)
+			if cp.Savepoint {
+				path = cpJob
+			}
+			m.Checkpoints.Restored(stats.Restored{ID: cp.ID, Time: r.cfg.Clock.Now(), ExternalPath: path, Savepoint: cp.Savepoint})
 		}
 		m.Deployed(job, r.restarts > 0)
 		m.SetState(monitor.Running)
 	}
 	d := &driver{ctx: ctx, r: r, job: job, names: map[coordinator.TaskID]string{}, meta: make(chan metaResult, 64),
-		writing: map[int64]chan struct{}{}, triggers: map[int64]time.Time{}, gone: newGoneQueue()}
+		writing: map[int64]chan struct{}{}, triggers: map[int64]time.Time{}, gone: newGoneQueue(), savepoints: map[int64]*savepointState{}}
 	return d.run()
 }
 
@@ -449,6 +538,11 @@ type driver struct {
 	// once the deletion of their chk-<id> ended: only then are their files
 	// released (or kept, if it could not be deleted).
 	gone *goneQueue
+	// savepoints are this attempt's savepoints, by id; drainID is a
+	// stop-with-savepoint with drain (its completion is the final
+	// checkpoint).
+	savepoints map[int64]*savepointState
+	drainID    int64
 }
 
 func (d *driver) run() error {
@@ -464,7 +558,11 @@ func (d *driver) run() error {
 				return err
 			case <-d.job.Acks(): // manual snapshots without storage: nothing to keep
 			case req := <-r.cfg.Manual:
-				req.Reply <- ManualResult{Err: ErrCheckpointingDisabled}
+				err := ErrCheckpointingDisabled
+				if req.Savepoint != nil {
+					err = fmt.Errorf("savepoints need checkpointing: %w", err)
+				}
+				req.Reply <- ManualResult{Err: err}
 			case <-status.c():
 				status.report()
 			}
@@ -479,8 +577,8 @@ func (d *driver) run() error {
 	cc := r.cfg.Checkpoint
 	cc.Tasks, cc.JobName = tasks, r.cfg.JobName
 	coord, err := coordinator.New[taskState](cc, r.cfg.Clock.Now(), r.nextID)
-	if err == nil && r.latest != nil {
-		err = coord.Restore(r.latest.ID, r.retained)
+	if latest := r.latestID(); err == nil && latest > 0 {
+		err = coord.Restore(latest, r.retained)
 	}
 	if err != nil {
 		d.job.Cancel(err)
@@ -520,6 +618,10 @@ func (d *driver) run() error {
 		case <-tc:
 			d.coord.Tick(r.cfg.Clock.Now())
 		case req := <-r.cfg.Manual:
+			if req.Savepoint != nil {
+				d.triggerSavepoint(req)
+				break
+			}
 			id, err := d.coord.TriggerManual(r.cfg.Clock.Now(), req.Format)
 			if err != nil {
 				req.Reply <- ManualResult{Err: err}
@@ -627,7 +729,10 @@ func (d *driver) finish(jobErr error) error {
 
 func (d *driver) onAck(a task.Ack) {
 	now := d.r.cfg.Clock.Now()
-	if a.Declined == nil {
+	if sp := d.savepoints[a.ID]; sp != nil {
+		// A savepoint's files are its own directory's: the registry never
+		// sees them.
+	} else if a.Declined == nil {
 		// From here on only the registry decides when these files go,
 		// whatever the coordinator does with the acknowledgement.
 		d.r.reg.Acked(a.ID, sharedPaths(a.State))
@@ -664,6 +769,14 @@ func (d *driver) apply() {
 		switch a := a.(type) {
 		case coordinator.Trigger:
 			d.triggers[a.ID] = a.Timestamp
+			if sp := d.savepoints[a.ID]; sp != nil {
+				if m := r.cfg.Monitor; m != nil {
+					m.Checkpoints.Triggered(a.ID, a.Timestamp, stats.KindSavepoint, len(d.names))
+				}
+				r.log.Info(fmt.Sprintf("Triggering savepoint %d for job %s into %s (%s format%s).", a.ID, r.cfg.JobName, sp.path, sp.format, sp.kind()))
+				d.job.TriggerSavepoint(a.ID, a.Timestamp.UnixMilli(), a.Options, task.Target{Store: sp.store, Dir: sp.dir})
+				break
+			}
 			r.reg.Triggered(a.ID, a.Options.LastCompleted)
 			if m := r.cfg.Monitor; m != nil {
 				kind := stats.KindCheckpoint
@@ -679,6 +792,10 @@ func (d *driver) apply() {
 			cp := d.pending[a.ID]
 			delete(d.pending, a.ID)
 			delete(d.triggers, a.ID)
+			if a.Savepoint {
+				d.savepointCompleted(a, cp)
+				break
+			}
 			r.latest = cp
 			r.metas[a.ID] = cp
 			r.retained = append(r.retained, a.ID)
@@ -703,10 +820,18 @@ func (d *driver) apply() {
 				delete(d.manual, a.ID)
 			}
 		case coordinator.NotifyComplete:
-			d.job.NotifyCheckpointComplete(a.ID, d.finalAfter > 0 && a.ID >= d.finalAfter)
+			d.job.NotifyCheckpointComplete(a.ID, (d.finalAfter > 0 && a.ID >= d.finalAfter) || a.ID == d.drainID)
 		case coordinator.Subsume:
 			for _, id := range a.IDs {
 				r.retained = slices.DeleteFunc(r.retained, func(x int64) bool { return x == id })
+				if c := r.claimed; c != nil && id == c.id {
+					r.claimed = nil
+					if m := r.cfg.Monitor; m != nil {
+						m.Checkpoints.Discarded(id)
+					}
+					r.releaseClaimed(c)
+					continue
+				}
 				r.reg.Released(id)
 				delete(r.metas, id)
 				if m := r.cfg.Monitor; m != nil {
@@ -731,6 +856,9 @@ func (d *driver) apply() {
 			} else {
 				r.log.Warn(a.Message, args...)
 			}
+			if sp := d.savepoints[a.ID]; sp != nil && sp.stop {
+				r.log.Warn(fmt.Sprintf("Stop-with-savepoint of job %s failed; the job goes on running.", r.cfg.JobName))
+			}
 			if reply, ok := d.manual[a.ID]; ok {
 				err := errors.New(a.Message)
 				if a.Cause != nil {
@@ -742,9 +870,13 @@ func (d *driver) apply() {
 		case coordinator.CleanupFiles:
 			delete(d.pending, a.ID)
 			delete(d.triggers, a.ID)
+			if sp := d.savepoints[a.ID]; sp != nil {
+				d.discardSavepoint(a.ID, sp)
+				break
+			}
 			d.cleanup(a.ID)
 		case coordinator.NotifyAborted:
-			if d.writing[a.ID] == nil {
+			if d.writing[a.ID] == nil || d.savepoints[a.ID] != nil {
 				d.job.NotifyCheckpointAborted(a.ID)
 				break
 			}
@@ -762,7 +894,9 @@ func (d *driver) apply() {
 			}()
 		case coordinator.DiscardState[taskState]:
 			r.log.Info(a.Message)
-			if d.decided(a.ID) {
+			if sp := d.savepoints[a.ID]; sp != nil {
+				d.discardSavepoint(a.ID, sp) // written after the savepoint was deleted
+			} else if d.decided(a.ID) {
 				// A late acknowledgement: its private files are in a
 				// chk-<id> deleted before they were written, or not yet.
 				r.del.enqueue(deleteJob{dir: a.ID})
@@ -814,6 +948,11 @@ func (d *driver) writeMetadata(a coordinator.WriteMetadata[taskState]) {
 			Bytes: t.Stats.Bytes, PersistedBytes: t.Stats.PersistedBytes, Unaligned: t.Stats.Unaligned})
 	}
 	cp.Graph = r.graphInfo()
+	cp.JobID = r.cfg.Task.JobID
+	sp := d.savepoints[a.ID]
+	if sp != nil {
+		cp.Savepoint, cp.Format = true, sp.format.String()
+	}
 	d.pending[a.ID] = cp
 	payload, err := metadata.Encode(cp)
 	ch := make(chan struct{})
@@ -824,7 +963,9 @@ func (d *driver) writeMetadata(a coordinator.WriteMetadata[taskState]) {
 		if err == nil && hook != nil {
 			err = hook(a.ID)
 		}
-		if err == nil {
+		if err == nil && sp != nil {
+			err = sp.store.WriteSavepointMetadata(ctx, sp.dir, payload)
+		} else if err == nil {
 			err = store.WriteMetadata(ctx, job, a.ID, payload)
 		}
 		close(ch)

@@ -39,9 +39,14 @@ var (
 type StorageOptions struct {
 	// Dir is the checkpoint storage (a path or a blob URL).
 	Dir string
-	// RestorePath is the checkpoint to start from: a chk-<n> directory or
-	// RestoreLatest; empty: a fresh start.
+	// RestorePath is the snapshot to start from: a chk-<n> directory, a
+	// savepoint directory, either's _metadata file, or RestoreLatest;
+	// empty: a fresh start.
 	RestorePath string
+	// ClaimMode is ClaimModeClaim or ClaimModeNoClaim (the default) for an
+	// explicit RestorePath; RestoreLatest always claims (the job resumes
+	// its own checkpoints).
+	ClaimMode string
 	// Force, LeaseDuration and RenewInterval configure the job lock
 	// (storage.LockOptions); OnLost is called if the run loses it.
 	Force                        bool
@@ -141,6 +146,7 @@ func resolveRestore(ctx context.Context, cfg *Config, o StorageOptions, store *s
 		meta      *metadata.Checkpoint
 		from      = store
 		fromJob   = jobDir
+		fromPath  string
 		closeFrom = func() {}
 	)
 	if o.RestorePath == RestoreLatest {
@@ -163,29 +169,68 @@ func resolveRestore(ctx context.Context, cfg *Config, o StorageOptions, store *s
 		case err != nil:
 			return nil, fmt.Errorf("find the latest checkpoint of job %q under %s: %w", cfg.JobName, o.Dir, err)
 		}
+		cfg.Claim = true
+		fromPath = fmt.Sprintf("%s/chk-%d", jobDir, meta.ID)
 	} else {
-		s, cp, err := storage.ResolvePath(ctx, o.RestorePath)
+		s, snap, err := storage.ResolveSnapshot(ctx, o.RestorePath)
 		if err != nil {
 			return nil, fmt.Errorf("%w: %w", ErrNoCheckpoint, err)
 		}
-		if meta, err = metadata.Decode(cp.Payload); err != nil {
-			s.Close()
-			return nil, fmt.Errorf("%w from checkpoint %s: %w", ErrNoCheckpoint, o.RestorePath, err)
+		what := "checkpoint"
+		if snap.Savepoint {
+			what = "savepoint"
 		}
-		if err := s.VerifyFiles(ctx, cp.Job, meta.Files()); err != nil {
+		if meta, err = metadata.Decode(snap.Payload); err != nil {
 			s.Close()
-			return nil, fmt.Errorf("%w: checkpoint %s: %w", ErrNoCheckpoint, o.RestorePath, err)
+			return nil, fmt.Errorf("%w from %s %s: %w", ErrNoCheckpoint, what, o.RestorePath, err)
 		}
-		fromJob = cp.Job
-		if cp.Job == jobDir && sameStorage(s, store, o.Dir) {
+		if meta.Savepoint != snap.Savepoint {
+			s.Close()
+			return nil, fmt.Errorf("%w: %s: the directory is laid out as a %s but its _metadata describes a %s; restore the directory it was taken in", ErrNoCheckpoint, o.RestorePath, what, kindName(meta.Savepoint))
+		}
+		if err := s.VerifyFiles(ctx, snap.Dir, meta.Files()); err != nil {
+			s.Close()
+			return nil, fmt.Errorf("%w: %s %s: %w", ErrNoCheckpoint, what, o.RestorePath, err)
+		}
+		fromJob, fromPath = snap.Dir, snap.Path
+		if !snap.Savepoint && snap.Dir == jobDir && sameStorage(s, store, o.Dir) {
 			s.Close() // one of this job's own checkpoints
 		} else {
 			from = s
 			closeFrom = func() { s.Close() }
 		}
+		switch strings.ToUpper(o.ClaimMode) {
+		case ClaimModeClaim:
+			cfg.Claim = true
+		case "", ClaimModeNoClaim:
+		default:
+			closeFrom()
+			return nil, fmt.Errorf("restore mode %q: must be %s or %s (execution.state-recovery.claim-mode)", o.ClaimMode, ClaimModeClaim, ClaimModeNoClaim)
+		}
+		if cfg.Claim && !cfg.Enabled {
+			closeFrom()
+			return nil, fmt.Errorf("restore mode %s needs checkpointing (execution.checkpointing.interval): the claimed snapshot is deleted once checkpoints subsume it", ClaimModeClaim)
+		}
 	}
-	cfg.From, cfg.FromStorage, cfg.FromJob = meta, from, fromJob
+	cfg.From, cfg.FromStorage, cfg.FromJob, cfg.FromPath = meta, from, fromJob, fromPath
 	return closeFrom, nil
+}
+
+// Restore modes (execution.state-recovery.claim-mode), Flink's names.
+const (
+	// ClaimModeClaim: the job owns the restored snapshot; it is deleted
+	// once newer checkpoints subsume it.
+	ClaimModeClaim = "CLAIM"
+	// ClaimModeNoClaim: the snapshot stays the user's; nothing of it is
+	// deleted or shared, the first checkpoint is a full one.
+	ClaimModeNoClaim = "NO_CLAIM"
+)
+
+func kindName(savepoint bool) string {
+	if savepoint {
+		return "savepoint"
+	}
+	return "checkpoint"
 }
 
 // sameStorage reports whether s, opened for a restore path, is the storage

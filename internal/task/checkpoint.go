@@ -159,6 +159,7 @@ func (j *Job) TriggerCheckpoint(id, triggerTime int64, opts checkpoint.Options) 
 // it holds everything the job produced: with Options.FinalCheckpoint,
 // subtasks then finish.
 func (j *Job) NotifyCheckpointComplete(id int64, final bool) {
+	j.targets.drop(id)
 	for _, t := range j.tasks {
 		t.mail.post(func() error {
 			err := t.notify(id, true)
@@ -171,6 +172,7 @@ func (j *Job) NotifyCheckpointComplete(id int64, final bool) {
 // NotifyCheckpointAborted tells every subtask that checkpoint id was
 // aborted.
 func (j *Job) NotifyCheckpointAborted(id int64) {
+	j.targets.drop(id)
 	for _, g := range j.chanGroups {
 		g.abort(id, fmt.Errorf("checkpoint %d: %w", id, errChannelStateAborted))
 	}
@@ -213,6 +215,7 @@ func (t *task) notify(id int64, complete bool) error {
 			return t.opError(i, fmt.Errorf("checkpoint %d %s: %w", id, what, err))
 		}
 	}
+	t.noteSynchronous(id, complete)
 	return nil
 }
 
@@ -267,6 +270,11 @@ func (t *task) snapshotAndForward(id, triggerTime int64, opts checkpoint.Options
 		} else {
 			cs.finish(nil) // aligned inputs: only the outputs' part
 		}
+	}
+	if opts.Synchronous && !opts.Drain && id > t.syncAborted {
+		// Stop-with-savepoint: nothing more is processed until it
+		// completes (the task then finishes) or is aborted.
+		t.suspended = id
 	}
 	a := Ack{ID: id, StartDelay: max(startDelay, 0), Alignment: alignment, Sync: t.clock.Now().Sub(start), Unaligned: unaligned}
 	t.perf.checkpointed(a.StartDelay, a.Alignment)
@@ -448,6 +456,16 @@ func (t *task) decline(a Ack, err error) {
 // private files go to chk-<id>. It returns the state for the metadata and
 // the bytes it uploaded.
 func (t *task) uploadNative(id int64, base string, nu *NativeUpload) (*metadata.NativeState, int64, error) {
+	if sp, ok := t.targets.get(id); ok {
+		// A savepoint holds its own copy of every file.
+		u := upload.Native{Store: sp.Store, Job: sp.Dir, Checkpoint: id, Savepoint: true,
+			PrivateName: func(name string) string { return base + "-" + sanitize(name) }}
+		r, err := u.Upload(t.ctx, nu.Snap, nil)
+		if err != nil {
+			return nil, 0, err
+		}
+		return r.State, r.Bytes, nil
+	}
 	if t.store == nil {
 		return &metadata.NativeState{Registry: nu.Snap.Registry}, 0, nil
 	}
@@ -467,10 +485,10 @@ func (t *task) uploadNative(id int64, base string, nu *NativeUpload) (*metadata.
 // writeFile writes one data file of checkpoint id; without checkpoint
 // storage it only runs write into io.Discard and returns no handle.
 func (t *task) writeFile(id int64, name string, write func(io.Writer) error) (*storage.FileHandle, error) {
-	if t.store == nil {
+	if _, sp := t.targets.get(id); t.store == nil && !sp {
 		return nil, write(io.Discard)
 	}
-	fw, err := t.store.CreateFile(t.ctx, t.storeJob, id, name)
+	fw, err := t.createFile(t.ctx, id, name)
 	if err != nil {
 		return nil, err
 	}

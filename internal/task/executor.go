@@ -73,6 +73,17 @@ type Options struct {
 	Restore        *metadata.Checkpoint
 	RestoreStorage *storage.Storage
 	RestoreJob     string
+	// RestoreOwned says the job owns the restored checkpoint (resumed
+	// with latest, or restored in CLAIM mode): its shared files may be
+	// referenced by new checkpoints instead of uploaded again, when they
+	// are in the job's own directory. Otherwise (NO_CLAIM, a savepoint)
+	// the first checkpoint uploads everything and depends on nothing of
+	// the restored snapshot.
+	RestoreOwned bool
+	// AllowNonRestoredState drops, with a warning, the state of operators
+	// the job no longer has instead of failing
+	// (execution.state-recovery.ignore-unclaimed-state).
+	AllowNonRestoredState bool
 	// RunID tells this deployment's files (a sink's) from those of earlier
 	// runs; default a random hex string.
 	RunID string
@@ -198,6 +209,7 @@ type Job struct {
 	sourcesEnded chan struct{}
 	sourcesLeft  atomic.Int64
 	restored     map[string]*restoredOp
+	targets      targets                            // savepoints in progress
 	channelState map[string][]metadata.ChannelState // restored in-flight data by edge
 	chanGroups   []*channelStateGroup
 	stateDir     string
@@ -220,7 +232,13 @@ func Deploy(ctx context.Context, jg *graph.JobGraph, opts Options) (*Job, error)
 	jctx, stop := context.WithCancelCause(ctx)
 	j := &Job{graph: jg, opts: opts, ctx: jctx, stop: stop, acks: make(chan Ack, 1024), sourcesEnded: make(chan struct{})}
 	if opts.Restore != nil {
-		r, err := mapRestoredState(jg, opts.Restore)
+		var skip func(*metadata.Operator)
+		if opts.AllowNonRestoredState {
+			skip = func(op *metadata.Operator) {
+				opts.Logger.Warn(fmt.Sprintf("Skipping the state of operator uid %q (%s): the job has no operator with that uid and non-restored state is allowed.", op.UID, op.Name))
+			}
+		}
+		r, err := mapRestoredStateAllow(jg, opts.Restore, skip)
 		if err != nil {
 			stop(err)
 			return nil, err
@@ -361,7 +379,7 @@ func (j *Job) buildTask(v *graph.Vertex, index int, gates map[*graph.Vertex][]*n
 		}
 		if r := j.restored[node.UID]; r != nil {
 			ctx.Restored = r.forSubtask(index, node.Parallelism, kgStart, kgEnd, j.openRestored)
-			ctx.Restored.OwnStorage = j.opts.Checkpoints != nil && j.opts.RestoreStorage.Same(j.opts.Checkpoints) && j.opts.RestoreJob == j.opts.CheckpointJob
+			ctx.Restored.OwnStorage = j.opts.RestoreOwned && j.opts.Checkpoints != nil && j.opts.RestoreStorage.Same(j.opts.Checkpoints) && j.opts.RestoreJob == j.opts.CheckpointJob
 		}
 		t.ctxs[i] = ctx
 		b, err := impl.Build(ctx, outs)
@@ -378,6 +396,7 @@ func (j *Job) buildTask(v *graph.Vertex, index int, gates map[*graph.Vertex][]*n
 	t.store, t.storeJob, t.hooks, t.final = j.opts.Checkpoints, j.opts.CheckpointJob, j.opts.Hooks, j.opts.FinalCheckpoint
 	t.runID = j.opts.RunID
 	t.openRestored = j.openRestored
+	t.targets = &j.targets
 	if t.source != nil {
 		j.sourcesLeft.Add(1)
 		t.onEnded = func() {

@@ -18,6 +18,7 @@
 package task
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"github.com/weirstream/weir/internal/checkpoint/storage"
@@ -246,6 +247,17 @@ func (c *OpContext) Post(fn func() error) {
 // FileBase is the prefix of the operator subtask's checkpoint files:
 // op-<uid>-<subtask>, the uid made file-name safe.
 func (c *OpContext) FileBase() string { return fmt.Sprintf("op-%s-%d", sanitize(c.UID), c.Subtask) }
+
+// CreateSnapshotFile starts data file name of snapshot id for an
+// asynchronous phase: under chk-<id>/ in the job's checkpoint storage, or
+// in the savepoint's own directory. It returns nil and no error when the
+// snapshot is not persisted (no checkpoint storage).
+func (c *OpContext) CreateSnapshotFile(ctx context.Context, id int64, name string) (storage.FileWriter, error) {
+	if _, sp := c.task.targets.get(id); c.task.store == nil && !sp {
+		return nil, nil
+	}
+	return c.task.createFile(ctx, id, name)
+}
 
 // Now returns the task's processing time.
 func (c *OpContext) Now() time.Time { return c.task.clock.Now() }

@@ -91,6 +91,14 @@ var ErrStateMismatch = errors.New("checkpoint state does not match the job")
 // uid. State of an operator the job no longer has, or a changed maximum
 // parallelism (key groups), is an error: restoring would lose state.
 func mapRestoredState(jg *graph.JobGraph, cp *metadata.Checkpoint) (map[string]*restoredOp, error) {
+	return mapRestoredStateAllow(jg, cp, nil)
+}
+
+// mapRestoredStateAllow is mapRestoredState; with skip set, the state of an
+// operator the job does not have is not an error: skip is called with it
+// and the state is dropped (execution.state-recovery.ignore-unclaimed-state,
+// Flink's --allowNonRestoredState).
+func mapRestoredStateAllow(jg *graph.JobGraph, cp *metadata.Checkpoint, skip func(op *metadata.Operator)) (map[string]*restoredOp, error) {
 	nodes := map[string]*graph.Node{}
 	for _, v := range jg.Vertices {
 		for _, n := range v.Nodes {
@@ -107,8 +115,12 @@ func mapRestoredState(jg *graph.JobGraph, cp *metadata.Checkpoint) (map[string]*
 			// checked (or skipped) with the rest of the channel state.
 			continue
 		}
+		if !ok && skip != nil {
+			skip(op)
+			continue
+		}
 		if !ok {
-			errs = append(errs, fmt.Sprintf("the checkpoint has state for operator uid %q (%s), which the job does not have; give the operator its old uid", op.UID, op.Name))
+			errs = append(errs, fmt.Sprintf("the checkpoint has state for operator uid %q (%s), which the job does not have; give the operator its old uid, or drop the state with --allow-non-restored-state (execution.state-recovery.ignore-unclaimed-state)", op.UID, op.Name))
 			continue
 		}
 		if n.MaxParallelism != op.MaxParallelism {

@@ -86,14 +86,25 @@ type task struct {
 	ctx          context.Context // the job's, set by run
 
 	// Checkpointing.
-	store     *storage.Storage // nil: snapshots are not persisted
-	storeJob  string
-	runID     string
-	hooks     FaultHooks
-	async     sync.WaitGroup // asynchronous phases in flight
-	final     bool           // wait for a final checkpoint after the end of input
-	finalDone bool           // the final checkpoint completed
-	onEnded   func()         // called once when a source task's input ended
+	store    *storage.Storage // nil: snapshots are not persisted
+	storeJob string
+	// targets are the savepoints in progress (the job's).
+	targets *targets
+	// suspended is the synchronous savepoint (stop-with-savepoint) the
+	// task took its snapshot for and waits on, 0 for none; syncAborted the
+	// newest aborted snapshot, so that a barrier that comes after its
+	// savepoint was aborted does not suspend the task. stopped: the
+	// synchronous savepoint completed and the task finishes. drained: a
+	// drain ended the source's input; inputEnded: the source's input
+	// ended (either way).
+	suspended, syncAborted       int64
+	stopped, drained, inputEnded bool
+	runID                        string
+	hooks                        FaultHooks
+	async                        sync.WaitGroup // asynchronous phases in flight
+	final                        bool           // wait for a final checkpoint after the end of input
+	finalDone                    bool           // the final checkpoint completed
+	onEnded                      func()         // called once when a source task's input ended
 
 	counters              []RecordCounter
 	recordsIn, recordsOut atomic.Int64 // published by publishCounts
@@ -212,15 +223,20 @@ func (t *task) run(ctx context.Context) (err error) {
 		if err := t.runSource(ctx); err != nil {
 			return err
 		}
-		// A finished source ends event time: every timer fires.
-		if err := t.deliverWatermark(0, math.MaxInt64); err != nil {
-			return err
-		}
-		if err := t.endInput(); err != nil {
-			return err
-		}
-		if t.onEnded != nil {
-			t.onEnded()
+		if !t.stopped {
+			if !t.drained {
+				// A finished source ends event time: every timer fires.
+				if err := t.deliverWatermark(0, math.MaxInt64); err != nil {
+					return err
+				}
+				if err := t.endInput(); err != nil {
+					return err
+				}
+			}
+			t.inputEnded = true
+			if t.onEnded != nil {
+				t.onEnded()
+			}
 		}
 	} else if err := t.runInput(ctx); err != nil {
 		return err
@@ -506,6 +522,15 @@ func (t *task) runSource(ctx context.Context) error {
 		if err := t.awaitOutputs(ctx); err != nil {
 			return err
 		}
+		if t.drained {
+			return nil
+		}
+		if t.suspended != 0 {
+			if stopped, err := t.suspend(ctx); err != nil || stopped {
+				return err
+			}
+			continue
+		}
 		t.tracker.Cur = 0
 		t.tracker.Timestamp = NoTimestamp
 		st, err := t.source.Read()
@@ -558,6 +583,12 @@ func (t *task) runInput(ctx context.Context) error {
 		// cancellation: check once per buffer.
 		if ctx.Err() != nil {
 			return t.canceled(ctx)
+		}
+		if t.suspended != 0 {
+			if stopped, err := t.suspend(ctx); err != nil || stopped {
+				return err
+			}
+			continue
 		}
 		// Priority events from now on stop the reading of a buffer; those
 		// that came before are taken by the mail awaitOutputs serves.

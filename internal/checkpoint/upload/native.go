@@ -58,6 +58,10 @@ type Native struct {
 	// PrivateName returns the name under chk-<Checkpoint>/ of a file that
 	// is not shared.
 	PrivateName func(name string) string
+	// Savepoint puts every file, shared or not, into the savepoint
+	// directory Job (storage.CreateSavepointFile, named by PrivateName):
+	// a savepoint holds its own copy of everything and reuses nothing.
+	Savepoint bool
 }
 
 // Result is what an upload made.
@@ -84,7 +88,7 @@ func (n *Native) Upload(ctx context.Context, snap *state.NativeSnapshot, reuse m
 				continue
 			}
 		}
-		shared := f.Shared || n.Checkpoint == 0
+		shared := (f.Shared || n.Checkpoint == 0) && !n.Savepoint
 		h, err := n.copy(ctx, filepath.Join(snap.Dir, f.Name), f.Name, shared)
 		if err != nil {
 			for _, h := range r.Created {
@@ -109,7 +113,9 @@ func (n *Native) copy(ctx context.Context, path, name string, shared bool) (stor
 	}
 	defer f.Close()
 	var fw storage.FileWriter
-	if shared {
+	if n.Savepoint {
+		fw, err = n.Store.CreateSavepointFile(ctx, n.Job, n.PrivateName(name))
+	} else if shared {
 		fw, err = n.Store.CreateSharedFile(ctx, n.Job, n.SharedName(name))
 	} else {
 		fw, err = n.Store.CreateFile(ctx, n.Job, n.Checkpoint, n.PrivateName(name))

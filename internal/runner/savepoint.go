@@ -1,0 +1,208 @@
+package runner
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/url"
+	"path"
+	"path/filepath"
+	"strings"
+
+	"github.com/weirstream/weir/internal/checkpoint"
+	"github.com/weirstream/weir/internal/checkpoint/coordinator"
+	"github.com/weirstream/weir/internal/checkpoint/metadata"
+	"github.com/weirstream/weir/internal/checkpoint/storage"
+)
+
+// savepointState is one savepoint of the attempt: where its files go.
+type savepointState struct {
+	store       *storage.Storage // rooted at the target directory
+	dir         string           // the savepoint directory in store
+	path        string           // its location, as weir run --from takes it
+	format      checkpoint.Format
+	stop, drain bool
+}
+
+func (s *savepointState) kind() string {
+	switch {
+	case s.drain:
+		return ", then stop the job after draining it"
+	case s.stop:
+		return ", then stop the job"
+	}
+	return ""
+}
+
+// JoinLocation returns the location of name inside the directory loc (a
+// path or URL).
+func JoinLocation(loc, name string) string {
+	if strings.Contains(loc, "://") {
+		if u, err := url.Parse(loc); err == nil {
+			u.Path = path.Join(u.Path, name)
+			if u.RawPath != "" {
+				u.RawPath = ""
+			}
+			return u.String()
+		}
+	}
+	return filepath.Join(loc, name)
+}
+
+// triggerSavepoint starts the savepoint req asks for, or answers why it
+// cannot.
+func (d *driver) triggerSavepoint(req ManualRequest) {
+	r := d.r
+	sp := req.Savepoint
+	target := sp.Target
+	if target == "" {
+		target = r.cfg.SavepointDir
+	}
+	if target == "" {
+		req.Reply <- ManualResult{Err: ErrNoSavepointTarget}
+		return
+	}
+	format := req.Format
+	if format == checkpoint.FormatConfigured {
+		format = checkpoint.FormatCanonical
+	}
+	store, err := storage.Open(d.ctx, target)
+	if err != nil {
+		req.Reply <- ManualResult{Err: fmt.Errorf("savepoint target %s: %w", target, err)}
+		return
+	}
+	dir := storage.NewSavepointName(r.cfg.Task.JobID)
+	st := &savepointState{store: store, dir: dir, path: JoinLocation(target, dir), format: format, stop: sp.Stop, drain: sp.Stop && sp.Drain}
+	id, err := d.coord.TriggerSavepoint(r.cfg.Clock.Now(), checkpoint.Options{Format: format, Target: st.path, Synchronous: st.stop, Drain: st.drain})
+	if err != nil {
+		_ = store.Close()
+		req.Reply <- ManualResult{Err: fmt.Errorf("savepoint of job %s: %w", r.cfg.JobName, err)}
+		return
+	}
+	r.spStores = append(r.spStores, store)
+	d.savepoints[id] = st
+	d.manual[id] = req.Reply
+	if st.drain {
+		d.drainID = id
+	}
+}
+
+// savepointCompleted reports a completed savepoint. A stop-with-savepoint
+// then finishes the tasks (NotifyComplete follows).
+func (d *driver) savepointCompleted(a coordinator.Completed, cp *metadata.Checkpoint) {
+	r := d.r
+	sp := d.savepoints[a.ID]
+	r.log.Info(fmt.Sprintf("Completed savepoint %d for job %s (%s, %s format, savepointDuration=%d ms): %s",
+		a.ID, r.cfg.JobName, FormatBytes(cp.Bytes), sp.format, a.Duration.Milliseconds(), sp.path))
+	if m := r.cfg.Monitor; m != nil {
+		m.Checkpoints.Completed(a.ID, r.cfg.Clock.Now(), cp.Bytes, cp.FullBytes, 0, sp.path)
+	}
+	if sp.stop {
+		r.stoppedWith = sp.path
+		if sp.drain {
+			d.finalDone = true
+		}
+	}
+	if reply, ok := d.manual[a.ID]; ok {
+		reply <- ManualResult{ID: a.ID, Path: sp.path}
+		delete(d.manual, a.ID)
+	}
+}
+
+// discardSavepoint deletes an aborted savepoint's directory, once its
+// _metadata write (if one is in flight) ended.
+func (d *driver) discardSavepoint(id int64, sp *savepointState) {
+	r := d.r
+	wait := d.writing[id]
+	r.bg.Add(1)
+	go func() {
+		defer r.bg.Done()
+		if wait != nil {
+			<-wait
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), cleanupTimeout)
+		defer cancel()
+		if err := sp.store.DeleteSavepoint(ctx, sp.dir); err != nil {
+			r.log.Warn("could not delete the files of an aborted savepoint", "savepoint", sp.path, "err", err)
+		}
+	}()
+}
+
+// claimedBase is a snapshot outside the job directory restored in CLAIM
+// mode: the run owns it and deletes it once it is subsumed.
+type claimedBase struct {
+	id        int64
+	store     *storage.Storage
+	dir       string // savepoint directory, or the checkpoint's job directory
+	path      string
+	savepoint bool
+}
+
+// releaseClaimed deletes a subsumed claimed snapshot in the background.
+func (r *runner) releaseClaimed(c *claimedBase) {
+	r.bg.Add(1)
+	go func() {
+		defer r.bg.Done()
+		ctx, cancel := context.WithTimeout(context.Background(), cleanupTimeout)
+		defer cancel()
+		if err := c.release(ctx); err != nil {
+			r.log.Warn("could not delete the claimed snapshot", "snapshot", c.path, "err", err)
+			return
+		}
+		r.log.Info(fmt.Sprintf("Deleted %s: restored in CLAIM mode, it was subsumed by newer checkpoints.", c.path))
+	}()
+}
+
+// release deletes the claimed snapshot: a savepoint's directory, or a
+// checkpoint's chk-<n> directory and the shared files of its job directory
+// that no other complete checkpoint there references (never the job
+// directory itself, nor a file another checkpoint needs).
+func (c *claimedBase) release(ctx context.Context) error {
+	if c.savepoint {
+		return c.store.DeleteSavepoint(ctx, c.dir)
+	}
+	payload, err := c.store.ReadMetadata(ctx, c.dir, c.id)
+	if errors.Is(err, storage.ErrNotFound) {
+		return nil // gone already
+	}
+	if err != nil {
+		return err
+	}
+	cp, err := metadata.Decode(payload)
+	if err != nil {
+		return err
+	}
+	entries, err := c.store.ListCheckpoints(ctx, c.dir)
+	if err != nil {
+		return err
+	}
+	kept := map[string]bool{}
+	for _, e := range entries {
+		if e.ID == c.id || !e.Complete {
+			continue
+		}
+		other, err := c.store.ReadMetadata(ctx, c.dir, e.ID)
+		if err != nil {
+			return fmt.Errorf("checkpoint %d of %s: %w; nothing deleted", e.ID, c.dir, err)
+		}
+		ocp, err := metadata.Decode(other)
+		if err != nil {
+			return fmt.Errorf("checkpoint %d of %s: %w; nothing deleted", e.ID, c.dir, err)
+		}
+		for _, p := range checkpointSharedPaths(ocp) {
+			kept[p] = true
+		}
+	}
+	if err := c.store.DeleteCheckpoint(ctx, c.dir, c.id); err != nil {
+		return err
+	}
+	var errs []error
+	for _, p := range checkpointSharedPaths(cp) {
+		if !kept[p] {
+			if err := c.store.DeleteShared(ctx, c.dir, p); err != nil {
+				errs = append(errs, err)
+			}
+		}
+	}
+	return errors.Join(errs...)
+}

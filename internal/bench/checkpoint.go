@@ -386,10 +386,12 @@ type loadProgress struct {
 	opEnd      time.Time // when the operator finished processing the load records, all subtasks
 	updates    int64     // update records processed, all subtasks
 	last       time.Time // last update record processed, any subtask
+	readers    int       // readers that finished loading
 }
 
 func (p *loadProgress) loaded(at time.Time) {
 	p.mu.Lock()
+	p.readers++
 	if at.After(p.end) {
 		p.end = at
 	}

@@ -33,6 +33,7 @@ func (a *app) benchCommand() *cobra.Command {
 	}
 	c.AddCommand(a.benchPipelineCommand())
 	c.AddCommand(a.benchCheckpointCommand())
+	c.AddCommand(a.benchSavepointCommand())
 	c.AddCommand(a.benchNexmarkCommand())
 	c.AddCommand(a.benchUnalignedCommand())
 	return c

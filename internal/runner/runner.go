@@ -479,7 +479,7 @@ func (r *runner) attempt(ctx context.Context, cp *metadata.Checkpoint, cpStore *
 		if cp == r.cfg.From && !r.cfg.Claim {
 			mode = "NO_CLAIM"
 		}
-		r.log.Info(fmt.Sprintf("Restoring job %s from %s (restore mode %s).", r.cfg.JobName, what, mode))
+		r.log.Info(fmt.Sprintf("Restoring job %s from %s.", r.cfg.JobName, what), "restore-mode", mode)
 		if opts.SkipChannelState = cp.ID == r.cfg.SkipChannelStateID; opts.SkipChannelState && cp.PersistedBytes > 0 {
 			r.log.Warn(fmt.Sprintf("Restoring checkpoint %d without its in-flight data (%s are dropped, as execution.state-recovery.without-channel-state.checkpoint-id says): records are lost.",
 				cp.ID, FormatBytes(cp.PersistedBytes)))

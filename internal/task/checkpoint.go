@@ -54,6 +54,10 @@ type OperatorSnapshot struct {
 	// returns the bytes it uploaded for this checkpoint. An error declines
 	// the checkpoint. ctx ends when the job does.
 	Async func(ctx context.Context, id int64, st *metadata.Subtask) (int64, error)
+	// Refs are files under shared/ the operator's state refers to, written
+	// for this or an earlier checkpoint (metadata.Subtask.Refs): listed,
+	// they stay as long as a retained checkpoint lists them.
+	Refs []storage.FileHandle
 }
 
 // NativeUpload is a backend's native snapshot on its way to storage.
@@ -68,7 +72,7 @@ type NativeUpload struct {
 }
 
 func (s OperatorSnapshot) empty() bool {
-	return len(s.Lists) == 0 && s.Keyed == nil && len(s.Timers) == 0 && s.Persist == nil && s.Native == nil && s.Async == nil
+	return len(s.Lists) == 0 && s.Keyed == nil && len(s.Timers) == 0 && s.Persist == nil && s.Native == nil && s.Async == nil && len(s.Refs) == 0
 }
 
 // CheckpointListener is implemented by operators that act when a checkpoint
@@ -343,7 +347,7 @@ func (t *task) persist(snaps []OperatorSnapshot, a Ack, cs *channelState, timeou
 				return
 			}
 		}
-		st := metadata.Subtask{Index: c.Subtask, KeyGroupStart: c.KeyGroupStart, KeyGroupEnd: c.KeyGroupEnd, Lists: s.Lists}
+		st := metadata.Subtask{Index: c.Subtask, KeyGroupStart: c.KeyGroupStart, KeyGroupEnd: c.KeyGroupEnd, Lists: s.Lists, Refs: s.Refs}
 		for _, l := range s.Lists {
 			for _, e := range l.Elements {
 				a.Bytes += int64(len(e))
@@ -386,6 +390,16 @@ func (t *task) persist(snaps []OperatorSnapshot, a Ack, cs *channelState, timeou
 			if h != nil {
 				a.Bytes += h.Size
 			}
+		}
+		if _, sp := t.targets.get(a.ID); sp && len(st.Refs) > 0 {
+			// A savepoint holds its own copy of every file.
+			refs, n, err := t.copyRefs(a.ID, base, st.Refs)
+			if err != nil {
+				t.decline(a, fmt.Errorf("operator %q: referenced files: %w", c.Name, err))
+				return
+			}
+			st.Refs = refs
+			a.Bytes += n
 		}
 		if s.Async != nil {
 			n, err := s.Async(t.ctx, a.ID, &st)

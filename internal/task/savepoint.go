@@ -3,6 +3,7 @@ package task
 import (
 	"context"
 	"fmt"
+	"io"
 	"math"
 	"sync"
 	"time"
@@ -128,4 +129,38 @@ func (t *task) noteSynchronous(id int64, complete bool) {
 		return
 	}
 	t.suspended = 0
+}
+
+// copyRefs copies the files an operator's state refers to (in the job's
+// shared/ directory) into savepoint id's directory and returns their new
+// handles and the bytes copied.
+func (t *task) copyRefs(id int64, base string, refs []storage.FileHandle) ([]storage.FileHandle, int64, error) {
+	out := make([]storage.FileHandle, 0, len(refs))
+	var n int64
+	for i, h := range refs {
+		if t.store == nil {
+			return nil, 0, fmt.Errorf("%s: no checkpoint storage to copy it from", h.Path)
+		}
+		h2, err := func() (storage.FileHandle, error) {
+			src, err := t.store.OpenFile(t.ctx, t.storeJob, h)
+			if err != nil {
+				return storage.FileHandle{}, err
+			}
+			defer src.Close()
+			fw, err := t.createFile(t.ctx, id, fmt.Sprintf("%s-ref-%d", base, i))
+			if err != nil {
+				return storage.FileHandle{}, err
+			}
+			return storage.WriteAll(fw, func(w io.Writer) error {
+				_, err := io.Copy(w, src)
+				return err
+			})
+		}()
+		if err != nil {
+			return nil, 0, fmt.Errorf("%s: %w", h.Path, err)
+		}
+		out = append(out, h2)
+		n += h2.Size
+	}
+	return out, n, nil
 }

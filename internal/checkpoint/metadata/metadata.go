@@ -143,6 +143,14 @@ type Subtask struct {
 	// buffers its barriers overtook or that arrived before them, and the
 	// output buffers queued when it forwarded them.
 	Channels []ChannelState `json:"channels,omitempty"`
+	// Refs are files under shared/ that the operator's own state refers
+	// to: data a sink staged in checkpoint storage before committing it,
+	// a source's spilled split. They may have been written for an earlier
+	// checkpoint; the shared-state registry keeps each as long as a
+	// retained checkpoint lists it, so a restore never finds it deleted by
+	// retention (the failure of a long-open sink file whose checkpoint was
+	// subsumed).
+	Refs []storage.FileHandle `json:"refs,omitempty"`
 }
 
 // ChannelState is the in-flight data of one network channel, persisted by
@@ -270,7 +278,7 @@ func (c *Checkpoint) Files() []storage.FileHandle {
 
 // Files returns every data file the subtask's state references.
 func (st *Subtask) Files() []storage.FileHandle {
-	fs := st.SnapshotFiles()
+	fs := append(st.SnapshotFiles(), st.Refs...)
 	if st.Pending != nil {
 		fs = append(fs, st.Pending.File)
 	}
@@ -324,6 +332,7 @@ func (st *Subtask) SharedFiles(newOnly bool) []storage.FileHandle {
 	if newOnly {
 		return fs
 	}
+	fs = append(fs, st.Refs...)
 	for _, h := range []*storage.FileHandle{st.Keyed, st.Timers} {
 		if h != nil && isShared(h.Path) {
 			fs = append(fs, *h)
@@ -460,6 +469,11 @@ func (c *Checkpoint) validate() error {
 			}
 			if st.KeyGroupStart < 0 || st.KeyGroupEnd >= op.MaxParallelism || st.KeyGroupStart > st.KeyGroupEnd+1 {
 				return fmt.Errorf("operator %q subtask %d: key groups %d..%d outside 0..%d", op.UID, st.Index, st.KeyGroupStart, st.KeyGroupEnd, op.MaxParallelism-1)
+			}
+			for _, r := range st.Refs {
+				if !isShared(r.Path) && !c.Savepoint {
+					return fmt.Errorf("operator %q subtask %d: referenced file %q is not under %s/", op.UID, st.Index, r.Path, storage.SharedDir)
+				}
 			}
 			if err := st.validateLog(); err != nil {
 				return fmt.Errorf("operator %q subtask %d: %w", op.UID, st.Index, err)

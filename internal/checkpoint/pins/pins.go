@@ -208,13 +208,10 @@ func Release(ctx context.Context, s *storage.Storage, jobDir string, id int64) e
 	return Write(ctx, s, jobDir, r)
 }
 
-// Restores returns the restore records of the job directories under s
-// whose snapshot is path (relative to the storage root whose Location is
-// root), sorted by job directory: every mode, released or not. A record
-// that cannot be read is an error naming it: a tool about to delete must
-// not guess.
-func Restores(ctx context.Context, s *storage.Storage, root, snapshotPath string) ([]Restore, error) {
-	want := cleanPath(snapshotPath)
+// List returns the restore record of every job directory under s that has
+// one, sorted by job directory. A record that cannot be read is an error
+// naming it: a tool about to delete must not guess.
+func List(ctx context.Context, s *storage.Storage) ([]Restore, error) {
 	jobs, err := s.JobsWithFile(ctx, FileName)
 	if err != nil {
 		return nil, err
@@ -225,7 +222,31 @@ func Restores(ctx context.Context, s *storage.Storage, root, snapshotPath string
 		if err != nil {
 			return nil, err
 		}
-		if ok && r.Root == root && r.Path == want {
+		if ok {
+			out = append(out, r)
+		}
+	}
+	return out, nil
+}
+
+// Names reports whether r is a restore from the snapshot at snapshotPath
+// (cleaned) under the storage root whose Location is root.
+func (r Restore) Names(root, snapshotPath string) bool {
+	return r.Root == root && r.Path == cleanPath(snapshotPath)
+}
+
+// Restores returns the restore records of the job directories under s
+// whose snapshot is snapshotPath under the storage root whose Location is
+// root (see Names), sorted by job directory: every mode, released or not.
+// A record that cannot be read is an error (see List).
+func Restores(ctx context.Context, s *storage.Storage, root, snapshotPath string) ([]Restore, error) {
+	all, err := List(ctx, s)
+	if err != nil {
+		return nil, err
+	}
+	var out []Restore
+	for _, r := range all {
+		if r.Names(root, snapshotPath) {
 			out = append(out, r)
 		}
 	}

@@ -6,11 +6,12 @@
 // A run restored in NO_CLAIM mode (Flink's default) does not own the
 // snapshot it restored from, and never deletes it; but until its own first
 // checkpoint completes (always a full one), a failover restores from that
-// snapshot again, so the snapshot must stay. The run records the restore
-// with Write when it starts and marks it released (Release) once its first
-// checkpoint completed. A run restored in CLAIM mode owns the snapshot from
-// then on and deletes it itself when it no longer needs it; nobody else
-// should.
+// snapshot again, so the snapshot must stay. A run restored in CLAIM mode
+// owns the snapshot from then on (it is one of the run's retained
+// checkpoints, deleted by the run once subsumed) and depends on it the
+// same way until its first checkpoint completes. Either run records the
+// restore with Write when it starts and marks it released (Release) once
+// its first checkpoint completed.
 //
 // The record is the job file <job dir>/_restored (storage.WriteJobFile):
 // one JSON object, see Restore and docs/checkpoint-layout.md. A job
@@ -41,7 +42,9 @@ const (
 	// ModeNoClaim: the run does not own the snapshot; it depends on it
 	// until its first own checkpoint completed (Released).
 	ModeNoClaim = "NO_CLAIM"
-	// ModeClaim: the run owns the snapshot and deletes it itself.
+	// ModeClaim: the run owns the snapshot and deletes it itself once
+	// subsumed; it depends on it until its first own checkpoint
+	// completed (Released).
 	ModeClaim = "CLAIM"
 )
 
@@ -84,11 +87,13 @@ type record struct {
 	Restore
 }
 
-// Holds reports whether r keeps its snapshot from being deleted by anyone
-// but the run: a CLAIM restore always (the run owns the snapshot), a
-// NO_CLAIM restore until it is released.
+// Holds reports whether the run still depends on its snapshot: it is not
+// released yet, in either mode. A released CLAIM restore's snapshot still
+// belongs to the run while it runs (it deletes it once subsumed); whether
+// the run is running is the job lock's business (storage.JobLockHolder),
+// not the record's.
 func (r Restore) Holds() bool {
-	return r.Mode == ModeClaim || (r.Mode == ModeNoClaim && !r.Released)
+	return !r.Released
 }
 
 // String names the run and how it holds the snapshot, for messages:
@@ -194,7 +199,8 @@ func Read(ctx context.Context, s *storage.Storage, jobDir string) (r Restore, ok
 }
 
 // Release marks the restore record of jobDir released by checkpoint id,
-// the run's first own checkpoint: the run no longer needs the snapshot.
+// the run's first own checkpoint, in either mode: a failover no longer
+// restores from the snapshot.
 // Without a record, or with one already released, it does nothing.
 func Release(ctx context.Context, s *storage.Storage, jobDir string, id int64) error {
 	if id < 1 {

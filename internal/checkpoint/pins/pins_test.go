@@ -63,7 +63,11 @@ func TestWriteRead(t *testing.T) {
 				t.Errorf("defaults: %+v, %v", got, err)
 			}
 			if !got.Holds() {
-				t.Error("a CLAIM restore does not hold its snapshot")
+				t.Error("an unreleased CLAIM restore does not hold its snapshot")
+			}
+			got.Released, got.ReleasedBy = true, 3
+			if got.Holds() {
+				t.Error("a released CLAIM restore holds its snapshot")
 			}
 
 			for _, bad := range []Restore{

@@ -322,7 +322,7 @@ several checkpoints) or private to the checkpoint. For a checkpoint it also
 shows which other complete checkpoints of the job reference each file, the
 bytes 'weir checkpoints delete' would free (the files no other checkpoint
 references), and the runs whose restore records hold it (restored from it
-in NO_CLAIM mode without a checkpoint of their own yet, or in CLAIM mode).
+without a checkpoint of their own yet, or in CLAIM mode and running).
 
 <path> is one checkpoint, <dir>/<job>/chk-<n>; a savepoint directory; either's
 _metadata file; or a job's checkpoint directory, <dir>/<job>, whose complete

@@ -35,8 +35,9 @@ It refuses (exit code 2) and deletes nothing when
   - a run holds the job's checkpoint directory (the job is running): its
     checkpoints are the running job's, which deletes them itself;
   - a run restored from the snapshot and its restore record still holds it:
-    in NO_CLAIM mode until that run completed a checkpoint of its own, in
-    CLAIM mode always (that run owns the snapshot now and deletes it itself);
+    until that run completed a checkpoint of its own (a failover would
+    restore from the snapshot again), and after that, in CLAIM mode, while
+    the run is running (it owns the snapshot and deletes it itself);
   - another complete checkpoint of the job references a file in the
     checkpoint's directory (weir never writes such checkpoints).
 Restore records are looked for in the job directories under the storage

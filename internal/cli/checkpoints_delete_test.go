@@ -361,19 +361,35 @@ func TestCheckpointsDeleteRefusedForRestoreRecords(t *testing.T) {
 		t.Errorf("inspect --json:\n%s", r.stdout)
 	}
 
-	// A CLAIM restore holds it even once released: the run owns it.
+	// A CLAIM restore holds it until released, like a NO_CLAIM one ...
 	if err := pins.Release(ctx, s, "copy", 1); err != nil {
 		t.Fatal(err)
 	}
-	if err := pins.Write(ctx, s, "owner", pins.Restore{Root: root, Path: "orders/chk-2", Mode: pins.ModeClaim, Released: true, ReleasedBy: 2}); err != nil {
+	if err := pins.Write(ctx, s, "owner", pins.Restore{Root: root, Path: "orders/chk-2", Mode: pins.ModeClaim}); err != nil {
 		t.Fatal(err)
 	}
-	r = runCLI(t, "checkpoints", "delete", chk2)
-	r.want(t, ExitUsage, "- job owner (under "+dir+") restored from it in CLAIM mode at ", "that job owns it and deletes it itself")
+	r = runCLI(t, "checkpoints", "delete", chk2, "--dry-run")
+	r.want(t, ExitUsage, "- job owner (under "+dir+") restored from it in CLAIM mode at ", "has not completed a checkpoint of its own yet")
 	if strings.Contains(r.stderr, "job copy") {
 		t.Errorf("a released NO_CLAIM record still holds:\n%s", r.stderr)
 	}
-	if err := s.DeleteJobFile(ctx, "owner", pins.FileName); err != nil {
+	// ... and once released, while its job runs: the running job owns it.
+	if err := pins.Release(ctx, s, "owner", 5); err != nil {
+		t.Fatal(err)
+	}
+	l, err := s.LockJob(ctx, "owner", storage.LockOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	held := tree(t, dir)
+	r = runCLI(t, "checkpoints", "delete", chk2)
+	r.want(t, ExitUsage, "- job owner (under "+dir+") restored from it in CLAIM mode at ", "and owns it: the running job deletes it itself once a newer checkpoint subsumes it; stop that job first")
+	r = runCLI(t, "checkpoints", "inspect", chk2, "--json")
+	if !strings.Contains(r.stdout, `"restoredBy":[{"job":"owner","mode":"CLAIM","time":"`) || !strings.Contains(r.stdout, `"running":true}]`) {
+		t.Errorf("inspect --json:\n%s", r.stdout)
+	}
+	wantTree(t, dir, held)
+	if err := l.Release(ctx); err != nil {
 		t.Fatal(err)
 	}
 	runCLI(t, "checkpoints", "delete", chk2).want(t, ExitOK)

@@ -203,33 +203,36 @@ type restoreHolder struct {
 	Time  time.Time `json:"time"`
 	// Dir is the checkpoint directory holding the run's job directory.
 	Dir string `json:"dir"`
+	// Running is set for a released CLAIM restore whose job is running:
+	// the running job owns the snapshot (which is why it holds it).
+	Running bool `json:"running,omitempty"`
+}
+
+// who names the run.
+func (h restoreHolder) who() string {
+	run := ""
+	if h.JobID != "" {
+		run = ", run " + h.JobID
+	}
+	return fmt.Sprintf("job %s (under %s%s)", h.Job, h.Dir, run)
 }
 
 // describe names the run and why it holds the snapshot, for messages.
 func (h restoreHolder) describe() string {
-	run := ""
-	if h.JobID != "" {
-		run = ", run " + h.JobID
-	}
-	who := fmt.Sprintf("job %s (under %s%s)", h.Job, h.Dir, run)
 	at := h.Time.UTC().Format(time.RFC3339)
-	if h.Mode == pins.ModeClaim {
-		return fmt.Sprintf("%s restored from it in CLAIM mode at %s: that job owns it and deletes it itself once it no longer needs it", who, at)
+	if h.Running {
+		return fmt.Sprintf("%s restored from it in CLAIM mode at %s and owns it: the running job deletes it itself once a newer checkpoint subsumes it; stop that job first", h.who(), at)
 	}
-	return fmt.Sprintf("%s restored from it in NO_CLAIM mode at %s and has not completed a checkpoint of its own yet: until it has, a failover restores from this snapshot again", who, at)
+	return fmt.Sprintf("%s restored from it in %s mode at %s and has not completed a checkpoint of its own yet: until it has, a failover restores from this snapshot again", h.who(), h.Mode, at)
 }
 
 // short is describe for inspect's summary line.
 func (h restoreHolder) short() string {
-	run := ""
-	if h.JobID != "" {
-		run = ", run " + h.JobID
-	}
 	at := h.Time.UTC().Format(time.RFC3339)
-	if h.Mode == pins.ModeClaim {
-		return fmt.Sprintf("job %s (under %s%s): restored from it in CLAIM mode at %s and owns it", h.Job, h.Dir, run, at)
+	if h.Running {
+		return fmt.Sprintf("%s: restored from it in CLAIM mode at %s, owns it and is running", h.who(), at)
 	}
-	return fmt.Sprintf("job %s (under %s%s): restored from it in NO_CLAIM mode at %s, no checkpoint of its own yet", h.Job, h.Dir, run, at)
+	return fmt.Sprintf("%s: restored from it in %s mode at %s, no checkpoint of its own yet", h.who(), h.Mode, at)
 }
 
 // restoreScan is the restore records of every job directory under the
@@ -243,6 +246,8 @@ type restoreScan struct {
 type scannedRestore struct {
 	pins.Restore
 	dir string
+	// running is set for a released CLAIM restore whose job is running.
+	running bool
 }
 
 // scanRestores reads the restore records under the storage root s (shown
@@ -267,7 +272,16 @@ func scanRestores(ctx context.Context, s *storage.Storage, shown string, dirs []
 		}
 		rs.dirs = append(rs.dirs, dir)
 		for _, r := range all {
-			rs.records = append(rs.records, scannedRestore{r, dir})
+			sr := scannedRestore{Restore: r, dir: dir}
+			if r.Mode == pins.ModeClaim && r.Released {
+				// It owns the snapshot while it runs.
+				_, held, err := st.JobLockHolder(ctx, r.Job)
+				if err != nil {
+					return failure(fmt.Errorf("restore records under %s: job %s: %w", dir, r.Job, err))
+				}
+				sr.running = held
+			}
+			rs.records = append(rs.records, sr)
 		}
 		return nil
 	}
@@ -297,13 +311,14 @@ func scanRestores(ctx context.Context, s *storage.Storage, shown string, dirs []
 }
 
 // holders returns the runs whose restore records hold the snapshot at path
-// under the root whose Location is root: unreleased NO_CLAIM restores and
-// CLAIM restores (pins.Restore.Holds), by job directory.
+// under the root whose Location is root, by checkpoint directory and job
+// directory: unreleased restores of either mode (pins.Restore.Holds), and
+// released CLAIM restores whose job is running (it owns the snapshot).
 func (rs *restoreScan) holders(root, path string) []restoreHolder {
 	out := []restoreHolder{}
 	for _, r := range rs.records {
-		if r.Names(root, path) && r.Holds() {
-			out = append(out, restoreHolder{Job: r.Job, JobID: r.JobID, Mode: r.Mode, Time: r.Time, Dir: r.dir})
+		if r.Names(root, path) && (r.Holds() || r.running) {
+			out = append(out, restoreHolder{Job: r.Job, JobID: r.JobID, Mode: r.Mode, Time: r.Time, Dir: r.dir, Running: r.running && !r.Holds()})
 		}
 	}
 	slices.SortFunc(out, func(x, y restoreHolder) int { return cmp.Or(cmp.Compare(x.Dir, y.Dir), cmp.Compare(x.Job, y.Job)) })

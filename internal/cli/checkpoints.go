@@ -33,16 +33,16 @@ const (
 	checkpointCorrupt    = "corrupt"
 )
 
-// checkpointsCommand is `weir checkpoints`, grouping `weir checkpoints list`
-// and `weir checkpoints inspect`.
+// checkpointsCommand is `weir checkpoints`, grouping `weir checkpoints
+// list`, `inspect` and `delete`.
 func (a *app) checkpointsCommand() *cobra.Command {
 	c := &cobra.Command{
 		Use:   "checkpoints",
-		Short: "Inspect the checkpoints in a checkpoint directory",
+		Short: "Inspect and delete the checkpoints in a checkpoint directory, and savepoints",
 		Args:  cobra.ArbitraryArgs,
 		RunE:  a.groupRunE("command"),
 	}
-	c.AddCommand(a.checkpointsListCommand(), a.checkpointsInspectCommand())
+	c.AddCommand(a.checkpointsListCommand(), a.checkpointsInspectCommand(), a.checkpointsDeleteCommand())
 	return c
 }
 
@@ -305,65 +305,97 @@ func shortReason(err error) string {
 }
 
 func (a *app) checkpointsInspectCommand() *cobra.Command {
-	var asJSON bool
+	var (
+		asJSON bool
+		dirs   []string
+	)
 	c := &cobra.Command{
 		Use:   "inspect <path> [flags]",
-		Short: "Show the sizes and files of one checkpoint, or of every checkpoint of a job",
-		Long: `Show, for one checkpoint or for every complete checkpoint of a job, its
-checkpointed size (the bytes the checkpoint uploaded), its full size (every
-byte it references: its own files, shared files uploaded by earlier
+		Short: "Show the sizes and files of a checkpoint or savepoint, or of every checkpoint of a job",
+		Long: `Show, for one checkpoint, one savepoint or every complete checkpoint of a
+job, its checkpointed size (the bytes the checkpoint uploaded), its full size
+(every byte it references: its own files, shared files uploaded by earlier
 checkpoints, and inline state) and every file it references: its path
-relative to the job directory, its size, and whether it is shared (under
-shared/, possibly referenced by several checkpoints) or private to the
-checkpoint.
+relative to the job directory (to the savepoint directory for a savepoint),
+its size, and whether it is shared (under shared/, possibly referenced by
+several checkpoints) or private to the checkpoint. For a checkpoint it also
+shows which other complete checkpoints of the job reference each file, the
+bytes 'weir checkpoints delete' would free (the files no other checkpoint
+references), and the runs whose restore records hold it (restored from it
+without a checkpoint of their own yet, or in CLAIM mode and running).
 
-<path> is either one checkpoint, <dir>/<job>/chk-<n>, or a job's checkpoint
-directory, <dir>/<job>, whose complete checkpoints are shown in id order
-(incomplete ones, without _metadata, are skipped; corrupt ones are reported
-with the reason). <dir> is a path, file://, or a gocloud blob URL such as
-s3://bucket/prefix, as for "weir checkpoints list --dir".
+<path> is one checkpoint, <dir>/<job>/chk-<n>; a savepoint directory; either's
+_metadata file; or a job's checkpoint directory, <dir>/<job>, whose complete
+checkpoints are shown in id order (incomplete ones, without _metadata, are
+skipped; corrupt ones are reported with the reason). <dir> is a path,
+file://, or a gocloud blob URL such as s3://bucket/prefix, as for
+"weir checkpoints list --dir".
+
+Restore records are looked for in the job directories under the storage
+root holding the snapshot and under every --dir (without --dir: under the
+default checkpoint directory too, if it exists).
 
 Nothing is created or changed. With --json standard output holds exactly one
 JSON object: {"checkpoints":[...]}.`,
 		Example: `  weir checkpoints inspect weir-data/checkpoints/wordcount
-  weir checkpoints inspect weir-data/checkpoints/wordcount/chk-7 --json`,
+  weir checkpoints inspect weir-data/checkpoints/wordcount/chk-7 --json
+  weir checkpoints inspect /backups/savepoint-3f2a9c-0b1d2e3f4a5b --dir /data/checkpoints`,
 		Args: cobra.ArbitraryArgs,
 		RunE: func(c *cobra.Command, args []string) error {
 			problems := a.flagProblemsOf(c.Flags())
 			if _, err := newLogger(a.stderr, a.logFormat, a.logLevel, slog.LevelWarn); err != nil {
 				problems = append(problems, err)
 			}
-			switch {
-			case len(args) == 0:
-				problems = append(problems, fmt.Errorf("missing argument: '%s' takes the path of a checkpoint or of a job's checkpoint directory", c.CommandPath()))
-			case len(args) > 1:
-				problems = append(problems, fmt.Errorf("unexpected argument %q: '%s' takes one path", args[1], c.CommandPath()))
-			case args[0] == "":
-				problems = append(problems, errors.New("the path must not be empty"))
-			}
+			problems = append(problems, snapshotArgProblems(c, args, "a checkpoint, a savepoint or a job's checkpoint directory")...)
+			problems = append(problems, dirProblems(dirs)...)
 			if len(problems) > 0 {
 				return usageError(problems...)
 			}
-			return a.inspectCheckpoints(c.Context(), args[0], asJSON)
+			return a.inspectCheckpoints(c.Context(), args[0], dirs, c.Flags().Changed("dir"), asJSON)
 		},
 	}
 	f := c.Flags()
 	f.BoolVar(&asJSON, "json", false, "print one JSON object instead of tables")
+	f.StringArrayVar(&dirs, "dir", nil, "checkpoint `directory` whose jobs' restore records to check as well (repeatable; default: the default checkpoint directory, if it exists)")
 	a.deferErrors(f)
 	return c
+}
+
+// snapshotArgProblems checks that args is one non-empty path of what.
+func snapshotArgProblems(c *cobra.Command, args []string, what string) []error {
+	switch {
+	case len(args) == 0:
+		return []error{fmt.Errorf("missing argument: '%s' takes the path of %s", c.CommandPath(), what)}
+	case len(args) > 1:
+		return []error{fmt.Errorf("unexpected argument %q: '%s' takes one path", args[1], c.CommandPath())}
+	case args[0] == "":
+		return []error{errors.New("the path must not be empty")}
+	}
+	return nil
+}
+
+// dirProblems checks the values of --dir.
+func dirProblems(dirs []string) []error {
+	if slices.Contains(dirs, "") {
+		return []error{errors.New("--dir: must not be empty")}
+	}
+	return nil
 }
 
 // inspectedFile is one file a checkpoint references, in the output of
 // `weir checkpoints inspect`.
 type inspectedFile struct {
 	// Path is relative to the job directory: "shared/<name>" or
-	// "chk-<n>/<name>".
+	// "chk-<n>/<name>" (for a savepoint: to the savepoint directory).
 	Path   string `json:"path"`
 	Size   int64  `json:"size"`
 	Shared bool   `json:"shared"`
 	// Part is, for the changelog state backend, "materialized" or "log"
 	// (or "pending": restored records of states not registered yet).
 	Part string `json:"part,omitempty"`
+	// SharedWith are the other complete checkpoints of the job that
+	// reference the file too.
+	SharedWith []int64 `json:"sharedWith,omitempty"`
 }
 
 // inspectedChangelog sums a changelog checkpoint's parts.
@@ -375,17 +407,30 @@ type inspectedChangelog struct {
 	Materializations []int64 `json:"materializations"`
 }
 
-// inspectedCheckpoint is one checkpoint in the output of `weir checkpoints
-// inspect`: its sizes and files, or, if Error is set, why it could not be
-// read.
+// inspectedCheckpoint is one checkpoint or savepoint in the output of `weir
+// checkpoints inspect`: its sizes and files, or, if Error is set, why it
+// could not be read.
 type inspectedCheckpoint struct {
-	ID               int64
+	ID int64
+	// Path is the snapshot's directory: "chk-<n>" (relative to the job
+	// directory), or the savepoint directory's name; "" means chk-<ID>.
+	Path string
+	// Savepoint marks a savepoint; Job is then the job its metadata names.
+	Savepoint        bool
+	Job              string
 	CheckpointedSize int64
 	FullSize         int64
 	Files            []inspectedFile
 	Changelog        *inspectedChangelog
 	InFlight         *inspectedInFlight
-	Error            string
+	// FreedByDelete is the bytes of the referenced files `weir
+	// checkpoints delete` would delete (see deletion); SharedKept, if set,
+	// is why it would keep every shared file.
+	FreedByDelete int64
+	SharedKept    string
+	// RestoredBy are the runs whose restore records hold the snapshot.
+	RestoredBy []restoreHolder
+	Error      string
 }
 
 // inspectedInFlight is the in-flight data of an unaligned checkpoint.
@@ -395,65 +440,96 @@ type inspectedInFlight struct {
 	Channels          int   `json:"channels"`
 }
 
+// dir returns the snapshot's directory name.
+func (c inspectedCheckpoint) dir() string {
+	if c.Path != "" {
+		return c.Path
+	}
+	return storage.CheckpointDir(c.ID)
+}
+
 // MarshalJSON gives a readable checkpoint {"id","path","checkpointedSize",
-// "fullSize","files"} and a corrupt one {"id","path","error"}.
+// "fullSize","freedByDelete","restoredBy","files",...} and a corrupt one
+// {"id","path","error"}.
 func (c inspectedCheckpoint) MarshalJSON() ([]byte, error) {
-	p := storage.CheckpointDir(c.ID)
 	if c.Error != "" {
 		return json.Marshal(struct {
 			ID    int64  `json:"id"`
 			Path  string `json:"path"`
 			Error string `json:"error"`
-		}{c.ID, p, c.Error})
+		}{c.ID, c.dir(), c.Error})
 	}
 	files := c.Files
 	if files == nil {
 		files = []inspectedFile{}
 	}
+	restoredBy := c.RestoredBy
+	if restoredBy == nil {
+		restoredBy = []restoreHolder{}
+	}
 	return json.Marshal(struct {
 		ID               int64               `json:"id"`
 		Path             string              `json:"path"`
+		Savepoint        bool                `json:"savepoint,omitempty"`
+		Job              string              `json:"job,omitempty"`
 		CheckpointedSize int64               `json:"checkpointedSize"`
 		FullSize         int64               `json:"fullSize"`
+		FreedByDelete    int64               `json:"freedByDelete"`
+		SharedKept       string              `json:"sharedKept,omitempty"`
+		RestoredBy       []restoreHolder     `json:"restoredBy"`
 		Changelog        *inspectedChangelog `json:"changelog,omitempty"`
 		InFlight         *inspectedInFlight  `json:"inFlight,omitempty"`
 		Files            []inspectedFile     `json:"files"`
-	}{c.ID, p, c.CheckpointedSize, c.FullSize, c.Changelog, c.InFlight, files})
+	}{c.ID, c.dir(), c.Savepoint, c.Job, c.CheckpointedSize, c.FullSize, c.FreedByDelete, c.SharedKept, restoredBy,
+		c.Changelog, c.InFlight, files})
 }
 
 // checkpointDirRE matches the last element of a checkpoint's path.
 var checkpointDirRE = regexp.MustCompile(`^chk-[0-9]+$`)
 
-// inspectCheckpoints prints the checkpoint at loc, or every complete
-// checkpoint of the job directory at loc.
-func (a *app) inspectCheckpoints(ctx context.Context, loc string, asJSON bool) error {
-	base, parent, err := splitLastElement(loc)
+// inspectCheckpoints prints the checkpoint or savepoint at loc, or every
+// complete checkpoint of the job directory at loc, with the restore
+// records found under its storage root and dirs (see scanRestores).
+func (a *app) inspectCheckpoints(ctx context.Context, loc string, dirs []string, explicitDirs, asJSON bool) error {
+	t, err := resolveTarget(ctx, loc, true)
 	if err != nil {
-		return usageError(err)
+		return err
 	}
-	local := localPath(loc)
+	defer t.s.Close()
 	var cps []inspectedCheckpoint
-	if checkpointDirRE.MatchString(base) {
-		if local != "" {
-			if _, err := os.Stat(local); errors.Is(err, os.ErrNotExist) {
-				return usageError(fmt.Errorf("checkpoint %s does not exist", loc))
-			}
-		}
-		resolveLoc := loc
-		if !strings.Contains(loc, "://") {
-			// ResolvePath needs the job directory in the path: "chk-7"
-			// alone, in the job directory, becomes absolute.
-			resolveLoc = filepath.Join(parent, base)
-		}
-		cp, err := resolveCheckpoint(ctx, loc, resolveLoc, local != "")
-		if err != nil {
-			return err
+	switch {
+	case t.savepoint != nil:
+		cp := inspectedFrom(t.savepoint)
+		cp.Path, cp.Savepoint, cp.Job = t.snapshot, true, t.savepoint.Job
+		for _, f := range cp.Files {
+			cp.FreedByDelete += f.Size
 		}
 		cps = append(cps, cp)
-	} else {
-		if cps, err = inspectJobDir(ctx, loc, parent, base); err != nil {
+	case t.checkpoint != nil:
+		jc, err := loadJobCheckpoints(ctx, t.s, t.job)
+		if err != nil {
+			return failure(fmt.Errorf("checkpoint directory %s: %w", t.rootShown, err))
+		}
+		cps = []inspectedCheckpoint{inspectedFrom(t.checkpoint)}
+		annotate(cps, jc)
+	default:
+		if cps, err = inspectJobDir(ctx, t); err != nil {
 			return err
 		}
+	}
+	scan, err := scanRestores(ctx, t.s, t.rootShown, dirs, explicitDirs)
+	if err != nil {
+		return err
+	}
+	for i, cp := range cps {
+		if cp.Error != "" {
+			continue
+		}
+		rel := cp.dir()
+		if !cp.Savepoint {
+			rel = t.job + "/" + rel
+		}
+		cps[i].RestoredBy = scan.holders(t.s.Location(), rel)
 	}
 
 	if asJSON {
@@ -475,55 +551,181 @@ func (a *app) inspectCheckpoints(ctx context.Context, loc string, asJSON bool) e
 		if i > 0 {
 			fmt.Fprintln(a.stdout)
 		}
-		name := storage.CheckpointDir(cp.ID)
-		if cp.Error != "" {
-			fmt.Fprintf(a.stdout, "%s: corrupt: %s\n", name, cp.Error)
-			continue
+		if err := a.printInspected(cp); err != nil {
+			return err
 		}
-		noun := "files"
-		if len(cp.Files) == 1 {
-			noun = "file"
-		}
-		fmt.Fprintf(a.stdout, "%s: checkpointed %s, full %s, %d %s\n", name,
-			runner.FormatBytes(cp.CheckpointedSize), runner.FormatBytes(cp.FullSize), len(cp.Files), noun)
-		if cl := cp.Changelog; cl != nil {
-			fmt.Fprintf(a.stdout, "changelog: materialized %s (materialization %s), log %s in %d segments, %d records to replay\n",
-				runner.FormatBytes(cl.MaterializedSize), joinInts(cl.Materializations), runner.FormatBytes(cl.LogSize), cl.LogSegments, cl.LogRecords)
-		}
-		if f := cp.InFlight; f != nil {
-			fmt.Fprintf(a.stdout, "unaligned at %d subtasks: in-flight data %s of %d channels\n",
-				f.UnalignedSubtasks, runner.FormatBytes(f.PersistedBytes), f.Channels)
-		}
-		if len(cp.Files) == 0 {
-			continue
-		}
-		tw := tabwriter.NewWriter(a.stdout, 0, 0, 2, ' ', 0)
-		withPart := cp.Changelog != nil || cp.InFlight != nil
-		if withPart {
-			fmt.Fprintln(tw, "PATH\tSIZE\tSHARED\tPART")
-		} else {
-			fmt.Fprintln(tw, "PATH\tSIZE\tSHARED")
-		}
-		for _, f := range cp.Files {
+	}
+	return nil
+}
+
+// printInspected prints one checkpoint or savepoint of `weir checkpoints
+// inspect`: its summary lines and its table of files.
+func (a *app) printInspected(cp inspectedCheckpoint) error {
+	name := cp.dir()
+	if cp.Error != "" {
+		fmt.Fprintf(a.stdout, "%s: corrupt: %s\n", name, cp.Error)
+		return nil
+	}
+	noun := "files"
+	if len(cp.Files) == 1 {
+		noun = "file"
+	}
+	what := ""
+	if cp.Savepoint {
+		what = fmt.Sprintf(" savepoint of job %s (checkpoint %d),", cp.Job, cp.ID)
+	}
+	fmt.Fprintf(a.stdout, "%s:%s checkpointed %s, full %s, %d %s, deleting it frees %s\n", name, what,
+		runner.FormatBytes(cp.CheckpointedSize), runner.FormatBytes(cp.FullSize), len(cp.Files), noun, runner.FormatBytes(cp.FreedByDelete))
+	if cp.SharedKept != "" {
+		fmt.Fprintf(a.stdout, "deleting it keeps its shared files: %s\n", cp.SharedKept)
+	}
+	for _, h := range cp.RestoredBy {
+		fmt.Fprintf(a.stdout, "held by %s\n", h.short())
+	}
+	if cl := cp.Changelog; cl != nil {
+		fmt.Fprintf(a.stdout, "changelog: materialized %s (materialization %s), log %s in %d segments, %d records to replay\n",
+			runner.FormatBytes(cl.MaterializedSize), joinInts(cl.Materializations), runner.FormatBytes(cl.LogSize), cl.LogSegments, cl.LogRecords)
+	}
+	if f := cp.InFlight; f != nil {
+		fmt.Fprintf(a.stdout, "unaligned at %d subtasks: in-flight data %s of %d channels\n",
+			f.UnalignedSubtasks, runner.FormatBytes(f.PersistedBytes), f.Channels)
+	}
+	if len(cp.Files) == 0 {
+		return nil
+	}
+	tw := tabwriter.NewWriter(a.stdout, 0, 0, 2, ' ', 0)
+	withPart := cp.Changelog != nil || cp.InFlight != nil
+	header := "PATH\tSIZE"
+	if !cp.Savepoint {
+		header += "\tSHARED"
+	}
+	if withPart {
+		header += "\tPART"
+	}
+	fmt.Fprintln(tw, header)
+	for _, f := range cp.Files {
+		row := f.Path + "\t" + runner.FormatBytes(f.Size)
+		if !cp.Savepoint {
 			shared := "no"
 			if f.Shared {
 				shared = "yes"
 			}
-			if withPart {
-				part := f.Part
-				if part == "" {
-					part = "-"
-				}
-				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", f.Path, runner.FormatBytes(f.Size), shared, part)
-			} else {
-				fmt.Fprintf(tw, "%s\t%s\t%s\n", f.Path, runner.FormatBytes(f.Size), shared)
+			if len(f.SharedWith) > 0 {
+				shared += " (also " + idList(f.SharedWith) + ")"
 			}
+			row += "\t" + shared
 		}
-		if err := tw.Flush(); err != nil {
-			return failure(fmt.Errorf("write result: %w", err))
+		if withPart {
+			part := f.Part
+			if part == "" {
+				part = "-"
+			}
+			row += "\t" + part
 		}
+		fmt.Fprintln(tw, row)
+	}
+	if err := tw.Flush(); err != nil {
+		return failure(fmt.Errorf("write result: %w", err))
 	}
 	return nil
+}
+
+// snapshotTarget is what a path given to `weir checkpoints inspect` or
+// `delete` names, with the storage root holding it open in s.
+type snapshotTarget struct {
+	s *storage.Storage
+	// rootShown names the storage root as the user wrote it (the
+	// directory above the job directory or savepoint).
+	rootShown string
+	// shown is the target's path as the user gave it, without _metadata.
+	shown string
+	// job is the job directory (for a checkpoint or a job directory).
+	job string
+	// snapshot is the snapshot's path relative to the root:
+	// "<job>/chk-<n>" or "<savepoint dir>".
+	snapshot string
+	// checkpoint is set for a checkpoint, savepoint for a savepoint; both
+	// are nil for a job directory.
+	checkpoint, savepoint *metadata.Checkpoint
+}
+
+// resolveTarget opens what loc names: a checkpoint (<dir>/<job>/chk-<n>), a
+// savepoint directory, either's _metadata file, or, if jobDirOK, a job's
+// checkpoint directory. A snapshot that is missing, incomplete or corrupt
+// is a usage error naming loc and what would be valid.
+func resolveTarget(ctx context.Context, loc string, jobDirOK bool) (*snapshotTarget, error) {
+	base, parent, err := splitLastElement(loc)
+	if err != nil {
+		return nil, usageError(err)
+	}
+	if base == storage.MetadataName {
+		loc = parent
+		if base, parent, err = splitLastElement(parent); err != nil {
+			return nil, usageError(err)
+		}
+	}
+	full := loc // a URL
+	if !strings.Contains(loc, "://") {
+		full = filepath.Join(parent, base) // absolute: "chk-7" alone names the job directory too
+	}
+	local := localPath(loc)
+	if checkpointDirRE.MatchString(base) {
+		if local != "" {
+			if _, err := os.Stat(local); errors.Is(err, os.ErrNotExist) {
+				return nil, usageError(fmt.Errorf("checkpoint %s does not exist", loc))
+			}
+		}
+		s, c, err := resolveCheckpoint(ctx, loc, full, local != "")
+		if err != nil {
+			return nil, err
+		}
+		m, bad := decodeCheckpoint(c.ID, c.Payload)
+		if m == nil {
+			s.Close()
+			return nil, usageError(fmt.Errorf("checkpoint %s is corrupt: %s", loc, bad.reason))
+		}
+		_, root, _ := splitLastElement(parent)
+		return &snapshotTarget{s: s, rootShown: root, shown: loc, job: c.Job, snapshot: c.Job + "/" + base, checkpoint: m}, nil
+	}
+
+	// A savepoint directory has _metadata in it, a job directory has not.
+	var (
+		s    *storage.Storage
+		snap storage.Snapshot
+	)
+	err = storage.ErrNotFound
+	if fi, serr := os.Stat(local); local == "" || (serr == nil && fi.IsDir()) {
+		s, snap, err = storage.ResolveSnapshot(ctx, full)
+	}
+	switch {
+	case err == nil:
+		m, err := metadata.Decode(snap.Payload)
+		if err != nil {
+			s.Close()
+			return nil, usageError(fmt.Errorf("savepoint %s is corrupt: %s", loc, shortReason(err)))
+		}
+		if !m.Savepoint {
+			s.Close()
+			return nil, usageError(fmt.Errorf("%s holds the _metadata of checkpoint %d of job %s, not of a savepoint, but is not a chk-<n> directory: give a savepoint directory, a <job>/chk-<n> directory or a job's checkpoint directory", loc, m.ID, m.Job))
+		}
+		return &snapshotTarget{s: s, rootShown: parent, shown: loc, snapshot: snap.Path, savepoint: m}, nil
+	case errors.Is(err, storage.ErrCorrupt), errors.Is(err, storage.ErrUnsupportedVersion):
+		return nil, usageError(fmt.Errorf("savepoint %s is corrupt: %s", loc, shortReason(err)))
+	case !errors.Is(err, storage.ErrNotFound) && !errors.Is(err, storage.ErrInvalidName):
+		return nil, failure(err)
+	case !jobDirOK:
+		if local != "" {
+			if _, serr := os.Stat(local); errors.Is(serr, os.ErrNotExist) {
+				return nil, usageError(fmt.Errorf("%s does not exist", loc))
+			}
+		}
+		return nil, usageError(fmt.Errorf("%s is neither a checkpoint nor a savepoint: give a <job>/chk-<n> directory, a savepoint directory (one with a _metadata file in it) or a _metadata file", loc))
+	}
+	s, err = openJobDir(ctx, loc, parent, base)
+	if err != nil {
+		return nil, err
+	}
+	return &snapshotTarget{s: s, rootShown: parent, shown: loc, job: base}, nil
 }
 
 // splitLastElement splits loc (a path or URL) into its last element and the
@@ -557,33 +759,27 @@ func splitLastElement(loc string) (base, parent string, err error) {
 // resolveCheckpoint reads the checkpoint at resolveLoc, <dir>/<job>/chk-<n>,
 // which the user gave as loc; exists tells that it is a local directory
 // known to exist. A checkpoint that is missing, incomplete or corrupt is a
-// usage error naming loc.
-func resolveCheckpoint(ctx context.Context, loc, resolveLoc string, exists bool) (inspectedCheckpoint, error) {
+// usage error naming loc. On success the caller must Close s.
+func resolveCheckpoint(ctx context.Context, loc, resolveLoc string, exists bool) (*storage.Storage, storage.Checkpoint, error) {
 	s, c, err := storage.ResolvePath(ctx, resolveLoc)
 	switch {
 	case errors.Is(err, storage.ErrNotFound) && exists:
-		return inspectedCheckpoint{}, usageError(fmt.Errorf("checkpoint %s is incomplete: it has no %s", loc, storage.MetadataName))
+		return nil, c, usageError(fmt.Errorf("checkpoint %s is incomplete: it has no %s", loc, storage.MetadataName))
 	case errors.Is(err, storage.ErrNotFound):
-		return inspectedCheckpoint{}, usageError(fmt.Errorf("checkpoint %s does not exist or is incomplete (no %s): %w", loc, storage.MetadataName, err))
+		return nil, c, usageError(fmt.Errorf("checkpoint %s does not exist or is incomplete (no %s): %w", loc, storage.MetadataName, err))
 	case errors.Is(err, storage.ErrCorrupt), errors.Is(err, storage.ErrUnsupportedVersion):
-		return inspectedCheckpoint{}, usageError(fmt.Errorf("checkpoint %s is corrupt: %s", loc, shortReason(err)))
+		return nil, c, usageError(fmt.Errorf("checkpoint %s is corrupt: %s", loc, shortReason(err)))
 	case errors.Is(err, storage.ErrInvalidName):
-		return inspectedCheckpoint{}, usageError(err)
+		return nil, c, usageError(err)
 	case err != nil:
-		return inspectedCheckpoint{}, failure(err)
+		return nil, c, failure(err)
 	}
-	_ = s.Close()
-	cp := decodeInspected(c.ID, c.Payload)
-	if cp.Error != "" {
-		return inspectedCheckpoint{}, usageError(fmt.Errorf("checkpoint %s is corrupt: %s", loc, cp.Error))
-	}
-	return cp, nil
+	return s, c, nil
 }
 
-// inspectJobDir reads every complete checkpoint of the job directory loc,
-// which is jobDir under the storage root parent. Incomplete checkpoints are
-// skipped; corrupt ones are entries with Error set.
-func inspectJobDir(ctx context.Context, loc, parent, jobDir string) ([]inspectedCheckpoint, error) {
+// openJobDir opens the storage root parent of the job directory loc (named
+// jobDir), which must exist and be a directory weir could have made.
+func openJobDir(ctx context.Context, loc, parent, jobDir string) (*storage.Storage, error) {
 	if local := localPath(loc); local != "" {
 		fi, err := os.Stat(local)
 		switch {
@@ -602,34 +798,56 @@ func inspectJobDir(ctx context.Context, loc, parent, jobDir string) ([]inspected
 	if err != nil {
 		return nil, usageError(fmt.Errorf("checkpoint directory %s: %w", loc, err))
 	}
-	defer s.Close()
-	entries, err := s.ListCheckpoints(ctx, jobDir)
+	return s, nil
+}
+
+// inspectJobDir reads every complete checkpoint of the job directory t.
+// Incomplete checkpoints are skipped; corrupt ones are entries with Error
+// set.
+func inspectJobDir(ctx context.Context, t *snapshotTarget) ([]inspectedCheckpoint, error) {
+	entries, err := t.s.ListCheckpoints(ctx, t.job)
 	if err != nil {
-		return nil, failure(fmt.Errorf("checkpoint directory %s: %w", loc, err))
+		return nil, failure(fmt.Errorf("checkpoint directory %s: %w", t.shown, err))
 	}
 	if len(entries) == 0 {
-		if err := notAJobDir(ctx, loc); err != nil {
+		if err := notAJobDir(ctx, t.shown); err != nil {
 			return nil, err
 		}
 	}
-	var cps []inspectedCheckpoint
-	for _, e := range entries {
-		if !e.Complete {
-			continue
-		}
-		payload, err := s.ReadMetadata(ctx, jobDir, e.ID)
-		switch {
-		case errors.Is(err, storage.ErrNotFound): // deleted since it was listed
-			continue
-		case errors.Is(err, storage.ErrCorrupt), errors.Is(err, storage.ErrUnsupportedVersion):
-			cps = append(cps, inspectedCheckpoint{ID: e.ID, Error: shortReason(err)})
-			continue
-		case err != nil:
-			return nil, failure(fmt.Errorf("checkpoint directory %s: %w", loc, err))
-		}
-		cps = append(cps, decodeInspected(e.ID, payload))
+	jc, err := loadJobCheckpoints(ctx, t.s, t.job)
+	if err != nil {
+		return nil, failure(fmt.Errorf("checkpoint directory %s: %w", t.shown, err))
 	}
+	var cps []inspectedCheckpoint
+	for _, id := range jc.ids {
+		if m := jc.metas[id]; m != nil {
+			cps = append(cps, inspectedFrom(m))
+		} else {
+			cps = append(cps, inspectedCheckpoint{ID: id, Error: jc.bad[id].reason})
+		}
+	}
+	annotate(cps, jc)
 	return cps, nil
+}
+
+// annotate adds to each readable checkpoint of cps, all of jc's job, which
+// of its files other complete checkpoints of the job reference, and what
+// deleting it would free.
+func annotate(cps []inspectedCheckpoint, jc *jobCheckpoints) {
+	refs := jc.refs()
+	for i, cp := range cps {
+		if cp.Error != "" || jc.metas[cp.ID] == nil {
+			continue
+		}
+		for k, f := range cp.Files {
+			cps[i].Files[k].SharedWith = slices.DeleteFunc(slices.Clone(refs[f.Path]), func(o int64) bool { return o == cp.ID })
+			if len(cps[i].Files[k].SharedWith) == 0 {
+				cps[i].Files[k].SharedWith = nil
+			}
+		}
+		d := jc.plan(cp.ID, refs)
+		cps[i].FreedByDelete, cps[i].SharedKept = d.freed, d.keptUnknown
+	}
 }
 
 // notAJobDir returns a usage error if loc, which holds no checkpoints, is a
@@ -653,16 +871,17 @@ func notAJobDir(ctx context.Context, loc string) error {
 // sizes and files; if it does not decode, or is of another checkpoint, the
 // result has only Error set.
 func decodeInspected(id int64, payload []byte) inspectedCheckpoint {
-	cp := inspectedCheckpoint{ID: id}
-	m, err := metadata.Decode(payload)
-	if err != nil {
-		cp.Error = shortReason(err)
-		return cp
+	m, bad := decodeCheckpoint(id, payload)
+	if m == nil {
+		return inspectedCheckpoint{ID: id, Error: bad.reason}
 	}
-	if m.ID != id {
-		cp.Error = fmt.Sprintf("metadata is of checkpoint %d", m.ID)
-		return cp
-	}
+	return inspectedFrom(m)
+}
+
+// inspectedFrom returns the sizes and files of the checkpoint or savepoint
+// m.
+func inspectedFrom(m *metadata.Checkpoint) inspectedCheckpoint {
+	cp := inspectedCheckpoint{ID: m.ID}
 	cp.CheckpointedSize, cp.FullSize = m.Bytes, fullSize(m)
 	seen := map[string]int{} // path → index in cp.Files
 	add := func(h storage.FileHandle, part string) {

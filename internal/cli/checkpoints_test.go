@@ -330,18 +330,26 @@ func writeIncrementalCheckpoints(t *testing.T) string {
 }
 
 const (
-	inspectChk1JSON = `{"id":1,"path":"chk-1","checkpointedSize":200,"fullSize":205,"files":[
+	// chk4Unknown is why deleting chk-1 or chk-2 keeps their shared files
+	// (JSON-escaped): chk-4, newer than both, is corrupt.
+	chk4Unknown = `checkpoint 4 cannot be read (not a weir checkpoint metadata file (magic \"garbage \", want \"WEIRCHK\\x00\")), so the files it references are unknown`
+
+	inspectChk1JSON = `{"id":1,"path":"chk-1","checkpointedSize":200,"fullSize":205,"freedByDelete":50,"sharedKept":"` + chk4Unknown + `","restoredBy":[],"files":[
 		{"path":"chk-1/MANIFEST-000003","size":20,"shared":false},
 		{"path":"chk-1/window-0.state","size":30,"shared":false},
-		{"path":"shared/000001.sst","size":100,"shared":true},
+		{"path":"shared/000001.sst","size":100,"shared":true,"sharedWith":[2]},
 		{"path":"shared/000002.sst","size":50,"shared":true}]}`
-	inspectChk2JSON = `{"id":2,"path":"chk-2","checkpointedSize":143,"fullSize":243,"files":[
+	inspectChk2JSON = `{"id":2,"path":"chk-2","checkpointedSize":143,"fullSize":243,"freedByDelete":73,"sharedKept":"` + chk4Unknown + `","restoredBy":[],"files":[
 		{"path":"chk-2/MANIFEST-000005","size":25,"shared":false},
 		{"path":"chk-2/window-0.state","size":40,"shared":false},
 		{"path":"chk-2/window-0.timers","size":8,"shared":false},
-		{"path":"shared/000001.sst","size":100,"shared":true},
+		{"path":"shared/000001.sst","size":100,"shared":true,"sharedWith":[1]},
 		{"path":"shared/000004.sst","size":70,"shared":true}]}`
 )
+
+// chk4UnknownLine is inspect's line saying why deleting chk-1 or chk-2
+// keeps their shared files.
+const chk4UnknownLine = `deleting it keeps its shared files: checkpoint 4 cannot be read (not a weir checkpoint metadata file (magic "garbage ", want "WEIRCHK\x00")), so the files it references are unknown`
 
 // wantJSON fails the test unless got is one line of JSON equal to want.
 func wantJSON(t *testing.T, got, want string) {
@@ -386,27 +394,29 @@ func TestCheckpointsInspectJobDir(t *testing.T) {
 		t.Errorf("stderr not empty:\n%s", r.stderr)
 	}
 	wantLines(t, r.stdout, []string{
-		"chk-1: checkpointed 200 B, full 205 B, 4 files",
+		"chk-1: checkpointed 200 B, full 205 B, 4 files, deleting it frees 50 B",
+		chk4UnknownLine,
 		"PATH                   SIZE   SHARED",
 		"chk-1/MANIFEST-000003  20 B   no",
 		"chk-1/window-0.state   30 B   no",
-		"shared/000001.sst      100 B  yes",
+		"shared/000001.sst      100 B  yes (also chk-2)",
 		"shared/000002.sst      50 B   yes",
 		"",
-		"chk-2: checkpointed 143 B, full 243 B, 5 files",
+		"chk-2: checkpointed 143 B, full 243 B, 5 files, deleting it frees 73 B",
+		chk4UnknownLine,
 		"PATH                   SIZE   SHARED",
 		"chk-2/MANIFEST-000005  25 B   no",
 		"chk-2/window-0.state   40 B   no",
 		"chk-2/window-0.timers  8 B    no",
-		"shared/000001.sst      100 B  yes",
+		"shared/000001.sst      100 B  yes (also chk-1)",
 		"shared/000004.sst      70 B   yes",
 		"",
 		`chk-4: corrupt: not a weir checkpoint metadata file (magic "garbage ", want "WEIRCHK\x00")`,
 	})
 	// The table is aligned: SIZE starts at the same offset on every row.
 	lines := strings.Split(r.stdout, "\n")
-	off := strings.Index(lines[1], "SIZE")
-	for _, l := range lines[2:6] {
+	off := strings.Index(lines[2], "SIZE")
+	for _, l := range lines[3:7] {
 		if len(l) <= off || l[off-1] != ' ' || l[off] == ' ' {
 			t.Errorf("SIZE column not at offset %d:\n%s", off, r.stdout)
 			break
@@ -461,12 +471,13 @@ func TestCheckpointsInspectOne(t *testing.T) {
 	r := runCLI(t, "checkpoints", "inspect", chk2)
 	r.want(t, ExitOK)
 	wantLines(t, r.stdout, []string{
-		"chk-2: checkpointed 143 B, full 243 B, 5 files",
+		"chk-2: checkpointed 143 B, full 243 B, 5 files, deleting it frees 73 B",
+		chk4UnknownLine,
 		"PATH                   SIZE   SHARED",
 		"chk-2/MANIFEST-000005  25 B   no",
 		"chk-2/window-0.state   40 B   no",
 		"chk-2/window-0.timers  8 B    no",
-		"shared/000001.sst      100 B  yes",
+		"shared/000001.sst      100 B  yes (also chk-1)",
 		"shared/000004.sst      70 B   yes",
 	})
 
@@ -568,7 +579,7 @@ func TestCheckpointsInspectUsageErrors(t *testing.T) {
 		t.Errorf("the missing directory was created: %v", err)
 	}
 	r := runCLI(t, "checkpoints")
-	r.want(t, ExitUsage, "missing command", "inspect, list")
+	r.want(t, ExitUsage, "missing command", "delete, inspect, list")
 }
 
 // wantCheckpointsUsageError runs `weir checkpoints <sub> args...` and
@@ -622,7 +633,7 @@ func TestCheckpointsInspectChangelog(t *testing.T) {
 	r := runCLI(t, "checkpoints", "inspect", chk)
 	r.want(t, ExitOK)
 	wantLines(t, r.stdout, []string{
-		"chk-5: checkpointed 50 B, full 405 B, 5 files",
+		"chk-5: checkpointed 50 B, full 405 B, 5 files, deleting it frees 405 B",
 		"changelog: materialized 310 B (materialization 2), log 90 B in 2 segments, 50 records to replay",
 		"PATH                            SIZE   SHARED  PART",
 		"chk-5/op-c-1.pending            5 B    no      pending",
@@ -633,7 +644,7 @@ func TestCheckpointsInspectChangelog(t *testing.T) {
 	})
 	r = runCLI(t, "checkpoints", "inspect", chk, "--json")
 	r.want(t, ExitOK)
-	wantJSON(t, r.stdout, `{"checkpoints":[{"id":5,"path":"chk-5","checkpointedSize":50,"fullSize":405,
+	wantJSON(t, r.stdout, `{"checkpoints":[{"id":5,"path":"chk-5","checkpointedSize":50,"fullSize":405,"freedByDelete":405,"restoredBy":[],
 		"changelog":{"materializedSize":310,"logSize":90,"logSegments":2,"logRecords":50,"materializations":[2]},"files":[
 		{"path":"chk-5/op-c-1.pending","size":5,"shared":false,"part":"pending"},
 		{"path":"shared/op-c-0-r1-log-7.log","size":40,"shared":true,"part":"log"},

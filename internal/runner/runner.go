@@ -94,6 +94,9 @@ type Config struct {
 	// default for an explicit path) nothing of From is ever deleted or
 	// shared: the first checkpoint uploads everything.
 	Claim bool
+	// FromRestoreLatest is set when From is the job's own latest
+	// checkpoint (RestoreLatest): a resume, not a restore of a snapshot.
+	FromRestoreLatest bool
 	// SavepointDir is where savepoints go when a request names no target
 	// (execution.checkpointing.savepoint-dir); empty: none.
 	SavepointDir string
@@ -383,7 +386,7 @@ func (r *runner) prepareStorage(ctx context.Context) error {
 		}
 	}
 	r.sweep(ctx)
-	return nil
+	return r.recordRestore(ctx)
 }
 
 // latestID is the newest completed checkpoint the coordinator starts from:
@@ -801,6 +804,9 @@ func (d *driver) apply() {
 			r.retained = append(r.retained, a.ID)
 			r.reg.Completed(a.ID, checkpointSharedPaths(cp))
 			r.completedIDs = append(r.completedIDs, a.ID)
+			if len(r.completedIDs) == 1 {
+				r.releaseRestore(a.ID)
+			}
 			if d.finalAfter > 0 && a.ID >= d.finalAfter {
 				d.finalDone = true
 			}

@@ -12,6 +12,7 @@ import (
 	"github.com/weirstream/weir/internal/checkpoint"
 	"github.com/weirstream/weir/internal/checkpoint/coordinator"
 	"github.com/weirstream/weir/internal/checkpoint/metadata"
+	"github.com/weirstream/weir/internal/checkpoint/pins"
 	"github.com/weirstream/weir/internal/checkpoint/storage"
 )
 
@@ -205,4 +206,42 @@ func (c *claimedBase) release(ctx context.Context) error {
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// recordRestore writes the restore record (pins) of a run started from an
+// explicitly named snapshot into its job directory, so that `weir
+// checkpoints delete` knows the run depends on that snapshot until its
+// first own checkpoint completed. A run that resumes its own latest
+// checkpoint records nothing.
+func (r *runner) recordRestore(ctx context.Context) error {
+	from := r.cfg.From
+	if from == nil || r.cfg.Storage == nil || r.cfg.FromPath == "" || r.cfg.FromRestoreLatest {
+		return nil
+	}
+	mode := pins.ModeNoClaim
+	if r.cfg.Claim {
+		mode = pins.ModeClaim
+	}
+	err := pins.Write(ctx, r.cfg.Storage, r.cfg.JobDir, pins.Restore{Root: r.cfg.FromStorage.Location(), Path: r.cfg.FromPath,
+		Mode: mode, JobID: r.cfg.Task.JobID, Time: r.cfg.Clock.Now()})
+	if err != nil {
+		return fmt.Errorf("record the restore from %s: %w", r.cfg.FromPath, err)
+	}
+	return nil
+}
+
+// releaseRestore marks the job directory's restore record released by
+// checkpoint id, the run's first: it no longer needs the snapshot it
+// started from (whatever run wrote the record).
+func (r *runner) releaseRestore(id int64) {
+	store, job, log := r.cfg.Storage, r.cfg.JobDir, r.log
+	r.bg.Add(1)
+	go func() {
+		defer r.bg.Done()
+		ctx, cancel := context.WithTimeout(context.Background(), cleanupTimeout)
+		defer cancel()
+		if err := pins.Release(ctx, store, job, id); err != nil {
+			log.Warn("could not mark the restore record released; weir checkpoints delete may refuse to delete the snapshot the job started from", "err", err)
+		}
+	}()
 }

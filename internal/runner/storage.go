@@ -169,7 +169,7 @@ func resolveRestore(ctx context.Context, cfg *Config, o StorageOptions, store *s
 		case err != nil:
 			return nil, fmt.Errorf("find the latest checkpoint of job %q under %s: %w", cfg.JobName, o.Dir, err)
 		}
-		cfg.Claim = true
+		cfg.Claim, cfg.FromRestoreLatest = true, true
 		fromPath = fmt.Sprintf("%s/chk-%d", jobDir, meta.ID)
 	} else {
 		s, snap, err := storage.ResolveSnapshot(ctx, o.RestorePath)

@@ -63,6 +63,11 @@ func (d *driver) triggerSavepoint(req ManualRequest) {
 		req.Reply <- ManualResult{Err: ErrNoSavepointTarget}
 		return
 	}
+	if !strings.Contains(target, "://") {
+		if abs, err := filepath.Abs(target); err == nil {
+			target = abs // the path handed back works from any directory
+		}
+	}
 	format := req.Format
 	if format == checkpoint.FormatConfigured {
 		format = checkpoint.FormatCanonical

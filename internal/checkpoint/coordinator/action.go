@@ -127,6 +127,15 @@ func (a Trigger) String() string {
 	if a.Periodic {
 		kind = "periodic"
 	}
+	if a.Options.Kind == checkpoint.KindSavepoint {
+		kind = "savepoint format=" + a.Options.Format.String()
+		if a.Options.Synchronous {
+			kind += " synchronous"
+		}
+		if a.Options.Drain {
+			kind += " drain"
+		}
+	}
 	return fmt.Sprintf("trigger id=%d ts=%s %s", a.ID, fmtTime(a.Timestamp), kind)
 }
 

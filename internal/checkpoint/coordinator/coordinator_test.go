@@ -24,6 +24,7 @@ var base = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 //	restore latest=N [retained=(ids)]
 //	tick t=
 //	trigger t=                                  manual trigger
+//	savepoint t= [format=canonical|native] [stop] [drain]
 //	ack t= id= task= [handle= start-delay= alignment= sync= async= bytes=]
 //	written t= id=                              _metadata is durable
 //	metadata-failed t= id= [err=]
@@ -120,6 +121,17 @@ func TestScripts(t *testing.T) {
 				c.Tick(now())
 			case "trigger":
 				id, err := c.TriggerManual(now(), checkpoint.FormatConfigured)
+				if err != nil {
+					fmt.Fprintf(&out, "error: %v\n", err)
+				} else {
+					fmt.Fprintf(&out, "id=%d\n", id)
+				}
+			case "savepoint":
+				o := checkpoint.Options{Format: checkpoint.FormatCanonical, Synchronous: d.HasArg("stop"), Drain: d.HasArg("drain")}
+				if str("format", "canonical") == "native" {
+					o.Format = checkpoint.FormatNative
+				}
+				id, err := c.TriggerSavepoint(now(), o)
 				if err != nil {
 					fmt.Fprintf(&out, "error: %v\n", err)
 				} else {

@@ -338,3 +338,22 @@ func (j *Job) TriggerCheckpoint(ctx context.Context) (int64, error) {
 	}
 	return c(ctx)
 }
+
+// CanTakeSavepoints reports whether the job has a TriggerSavepoint control.
+func (j *Job) CanTakeSavepoints() bool {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	return j.controls.TriggerSavepoint != nil
+}
+
+// TriggerSavepoint takes a savepoint now (Controls.TriggerSavepoint), or
+// returns ErrNotRunning once the job ended or if it has no such control.
+func (j *Job) TriggerSavepoint(ctx context.Context, req SavepointRequest) (SavepointResult, error) {
+	j.mu.Lock()
+	c, state := j.controls.TriggerSavepoint, j.state
+	j.mu.Unlock()
+	if c == nil || state.Terminal() {
+		return SavepointResult{}, ErrNotRunning
+	}
+	return c(ctx, req)
+}

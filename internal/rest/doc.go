@@ -19,8 +19,9 @@
 //     client, the CLI and other packages' tests decode them.
 //   - convert.go, convert_metrics.go: from monitor and stats to the types.
 //   - server.go, server_jobs.go, server_checkpoints.go,
-//     server_metrics.go: routing and handlers; listen.go: the port;
-//     auth.go: the bearer token.
+//     server_metrics.go: routing and handlers; triggers.go: the
+//     asynchronous operations (triggered checkpoints), their ids, bound and
+//     results; listen.go: the port; auth.go: the bearer token.
 //   - client.go: a typed client; discovery.go: the _rest file a running
 //     job leaves in its checkpoint directory so that `weir list` and the
 //     other commands find it.

@@ -630,7 +630,7 @@ func TestCancel(t *testing.T) {
 	s, j := fixture(t, Config{})
 	patch := func(path string) answer { return call(t, nil, http.MethodPatch, s.URL(), path, "", "") }
 
-	wantError(t, patch(jobPrefix+"?mode=stop"), http.StatusBadRequest, "savepoints")
+	wantError(t, patch(jobPrefix+"?mode=stop"), http.StatusBadRequest, "only cancels", "POST "+jobPrefix+"/stop")
 	wantError(t, patch(jobPrefix+"?mode=halt"), http.StatusBadRequest, `Unknown mode "halt"`)
 	if j.Cancels() != 0 {
 		t.Fatalf("cancelled by a bad request")
@@ -665,8 +665,11 @@ func TestErrorAnswers(t *testing.T) {
 		{"DELETE", jobPrefix, 405, "Method DELETE not allowed"},
 		{"POST", "/overview", 405, "allowed: GET"},
 		{"GET", jobPrefix + "/savepoints", 405, "allowed: POST"},
-		{"POST", jobPrefix + "/savepoints", 501, "Savepoints are not supported"},
-		{"POST", jobPrefix + "/stop", 501, "Stop-with-savepoint is not supported"},
+		{"GET", jobPrefix + "/stop", 405, "allowed: POST"},
+		{"POST", jobPrefix + "/savepoints/0123", 405, "allowed: GET"},
+		{"POST", "/jobs/abc/savepoints", 404, "Job abc not found"},
+		{"POST", "/jobs/abc/stop", 404, "Job abc not found"},
+		{"GET", "/jobs/abc/savepoints/0123", 404, "Job abc not found"},
 		{"GET", jobPrefix + "/doctor", 404, "no checkpoint doctor"},
 		{"GET", "/metrics", 404, "no Prometheus endpoint"},
 		{"GET", "/index.html", 404, "Not found: /index.html"},

@@ -78,8 +78,8 @@ func (s *Server) triggerSavepoint(r *http.Request) (any, error) {
 	var body SavepointTriggerRequest
 	if err := decodeBody(r, &body); err != nil {
 		return nil, errorf(http.StatusBadRequest, "Request body is not a savepoint trigger request "+
-			`({"target-directory":"<dir>","cancel-job":false,"formatType":"CANONICAL|NATIVE","triggerId":"<32 hex `+
-			`digits>"}, every field optional): %v`, err)
+			`({"target-directory":"/dir","cancel-job":false,"formatType":"CANONICAL|NATIVE","triggerId":"32 hex `+
+			`digits"}, every field optional): %v`, err)
 	}
 	return s.savepoint(j, body.TriggerID, body.FormatType,
 		monitor.SavepointRequest{Target: body.TargetDirectory, Stop: body.CancelJob})
@@ -94,8 +94,8 @@ func (s *Server) stopWithSavepoint(r *http.Request) (any, error) {
 	var body StopWithSavepointRequest
 	if err := decodeBody(r, &body); err != nil {
 		return nil, errorf(http.StatusBadRequest, "Request body is not a stop-with-savepoint request "+
-			`({"targetDirectory":"<dir>","drain":false,"formatType":"CANONICAL|NATIVE","triggerId":"<32 hex `+
-			`digits>"}, every field optional): %v`, err)
+			`({"targetDirectory":"/dir","drain":false,"formatType":"CANONICAL|NATIVE","triggerId":"32 hex `+
+			`digits"}, every field optional): %v`, err)
 	}
 	return s.savepoint(j, body.TriggerID, body.FormatType,
 		monitor.SavepointRequest{Target: body.TargetDirectory, Stop: true, Drain: body.Drain})

@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"net/http"
 	"slices"
@@ -114,7 +115,7 @@ func parseTriggerID(id string) (string, error) {
 
 // errTooManyTriggers is returned by add when limit triggers of the kind
 // are running.
-var errTooManyTriggers = fmt.Errorf("too many running triggers")
+var errTooManyTriggers = errors.New("too many running triggers")
 
 // add records a new running trigger under k and reports true, or reports
 // false if there is one already (a client-given trigger id, repeated).

@@ -124,13 +124,15 @@ func (s *Server) savepoint(j *monitor.Job, triggerID, format string, req monitor
 		return nil, errorf(http.StatusConflict, "Job %s has already reached the terminal state %s: it takes no "+
 			"more savepoints", j.ID, st)
 	}
+	// The runtime would refuse it too, but only once the request was
+	// accepted.
+	if !j.Checkpoint.Enabled {
+		return nil, errorf(http.StatusConflict, "Job %s cannot take savepoints: checkpointing is off, and "+
+			"weir takes savepoints with the checkpoint coordinator (run the job with "+
+			"execution.checkpointing.interval set)", j.ID)
+	}
 	sp := s.cfg.savepoints(j)
 	if sp == nil || !sp.CanTakeSavepoints() {
-		if !j.Checkpoint.Enabled {
-			return nil, errorf(http.StatusConflict, "Job %s cannot take savepoints: checkpointing is off, and "+
-				"weir takes savepoints with the checkpoint coordinator (run the job with "+
-				"execution.checkpointing.interval set)", j.ID)
-		}
 		return nil, errorf(http.StatusConflict, "Job %s cannot take savepoints: its runtime offers no savepoint "+
 			"control", j.ID)
 	}

@@ -254,6 +254,15 @@ func TestSavepointConflicts(t *testing.T) {
 		wantError(t, postJSON(t, s, "/jobs/"+off+path, ""), http.StatusConflict,
 			"Job "+off+" cannot take savepoints", "checkpointing is off", "execution.checkpointing.interval")
 	}
+
+	// Checkpointing off is refused at once even with a savepoint control
+	// (the runtime gives every job one).
+	fake := &resttest.Savepoints{Results: make(chan resttest.SavepointResult)}
+	s = start(t, Config{savepoints: func(*monitor.Job) savepointer { return fake }}, bare(off, false))
+	wantError(t, postJSON(t, s, "/jobs/"+off+"/stop", ""), http.StatusConflict, "checkpointing is off")
+	if n := len(fake.Requests()); n != 0 {
+		t.Errorf("%d savepoints asked of a job without checkpointing", n)
+	}
 }
 
 // Savepoint triggers waiting for their result are bounded as checkpoint

@@ -115,8 +115,8 @@ func (a *app) rootCommand() *cobra.Command {
 		Long: `weir is a stream processor modelled on Apache Flink. 'weir run' starts a
 built-in job, 'weir jobs' lists them, 'weir config keys' lists the
 configuration keys, and 'weir bench' measures the runtime. 'weir list',
-'weir status', 'weir cancel' and 'weir checkpoint' control running jobs
-through their REST servers.
+'weir status', 'weir cancel', 'weir checkpoint', 'weir savepoint' and
+'weir stop' control running jobs through their REST servers.
 
 Exit codes: 0 success, 1 the job failed while running, 2 usage or
 configuration problems, 130 interrupted by SIGINT or SIGTERM.`,
@@ -152,7 +152,8 @@ configuration problems, 130 interrupted by SIGINT or SIGTERM.`,
 	root.SetFlagErrorFunc(a.flagError)
 	root.AddCommand(a.runCommand(), a.jobsCommand(), a.configCommand(), a.benchCommand())
 	root.AddCommand(a.checkpointsCommand(), a.nexmarkCommand())
-	root.AddCommand(a.listCommand(), a.statusCommand(), a.cancelCommand(), a.checkpointCommand())
+	root.AddCommand(a.listCommand(), a.statusCommand(), a.cancelCommand(), a.checkpointCommand(),
+		a.savepointCommand(), a.stopCommand())
 	root.AddCommand(a.doctorCommand())
 	return root
 }

@@ -234,6 +234,81 @@ func (c *Client) AwaitCheckpoint(ctx context.Context, jobID, triggerID string, p
 	}
 }
 
+// TriggerSavepoint is POST /jobs/{jobid}/savepoints: it returns the
+// trigger id to poll with SavepointTriggerStatus or AwaitSavepoint.
+func (c *Client) TriggerSavepoint(ctx context.Context, jobID string, req SavepointTriggerRequest) (string, error) {
+	var out TriggerResponse
+	err := c.do(ctx, http.MethodPost, jobPath(jobID, "savepoints"), nil, req, &out)
+	return out.RequestID, err
+}
+
+// StopWithSavepoint is POST /jobs/{jobid}/stop: it returns the trigger id
+// of the savepoint, to poll with SavepointTriggerStatus or AwaitSavepoint.
+func (c *Client) StopWithSavepoint(ctx context.Context, jobID string, req StopWithSavepointRequest) (string, error) {
+	var out TriggerResponse
+	err := c.do(ctx, http.MethodPost, jobPath(jobID, "stop"), nil, req, &out)
+	return out.RequestID, err
+}
+
+// SavepointTriggerStatus is GET /jobs/{jobid}/savepoints/{triggerid}. With
+// wait > 0 a weir server holds the answer until the savepoint finished
+// or wait passed (rounded down to milliseconds; at most a minute).
+func (c *Client) SavepointTriggerStatus(ctx context.Context, jobID, triggerID string,
+	wait time.Duration) (SavepointTriggerStatus, error) {
+	var q url.Values
+	if ms := wait.Milliseconds(); ms > 0 {
+		q = url.Values{"wait": {strconv.FormatInt(ms, 10)}}
+	}
+	var out SavepointTriggerStatus
+	return out, c.do(ctx, http.MethodGet, jobPath(jobID, "savepoints", triggerID), q, nil, &out)
+}
+
+// SavepointFailedError is a triggered savepoint's failure, as the server
+// reported it.
+type SavepointFailedError struct {
+	Class, Message string
+}
+
+// Error is "savepoint failed: <message>".
+func (e *SavepointFailedError) Error() string { return "savepoint failed: " + e.Message }
+
+// savepointWait is how long each request of AwaitSavepoint asks the
+// server to wait for the result: below the 30 s timeout of clients.
+const savepointWait = 10 * time.Second
+
+// AwaitSavepoint waits until savepoint trigger triggerID of jobID finished
+// and returns the savepoint's location; a failed savepoint is a
+// *SavepointFailedError. Each request asks the server to answer once the
+// savepoint finished (up to 10 s, weir's wait parameter); a server that
+// answers sooner, still in progress, is asked again poll later.
+func (c *Client) AwaitSavepoint(ctx context.Context, jobID, triggerID string, poll time.Duration) (string, error) {
+	for {
+		asked := time.Now()
+		st, err := c.SavepointTriggerStatus(ctx, jobID, triggerID, savepointWait)
+		if err != nil {
+			return "", err
+		}
+		if st.Status.ID == OperationCompleted {
+			switch op := st.Operation; {
+			case op == nil:
+				return "", fmt.Errorf("savepoint trigger %s: completed without a result", triggerID)
+			case op.FailureCause != nil:
+				return "", &SavepointFailedError{Class: op.FailureCause.Class, Message: op.FailureCause.StackTrace}
+			case op.Location != "":
+				return op.Location, nil
+			}
+			return "", fmt.Errorf("savepoint trigger %s: completed without a location", triggerID)
+		}
+		t := time.NewTimer(poll - time.Since(asked))
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return "", ctx.Err()
+		case <-t.C:
+		}
+	}
+}
+
 // Checkpoints is GET /jobs/{jobid}/checkpoints.
 func (c *Client) Checkpoints(ctx context.Context, jobID string) (CheckpointingStatistics, error) {
 	var out CheckpointingStatistics

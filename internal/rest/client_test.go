@@ -5,10 +5,13 @@ import (
 	"errors"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/weirstream/weir/internal/monitor"
 	"github.com/weirstream/weir/internal/rest/resttest"
 )
 
@@ -120,5 +123,90 @@ func TestClientErrors(t *testing.T) {
 	cancel()
 	if _, err := c.AwaitCheckpoint(ctx, resttest.JobID, id, time.Millisecond); !errors.Is(err, context.Canceled) {
 		t.Errorf("AwaitCheckpoint with a cancelled context: %v", err)
+	}
+}
+
+func TestClientSavepoints(t *testing.T) {
+	s, j := savepointFixture(t, Config{AuthToken: "tok"})
+	ctx := t.Context()
+	c := NewClient(s.URL(), "tok", nil)
+
+	// Trigger and await: one savepoint completes, the stop fails.
+	id, err := c.TriggerSavepoint(ctx, resttest.JobID, SavepointTriggerRequest{TargetDirectory: "/sp",
+		FormatType: SavepointFormatNative})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st, err := c.SavepointTriggerStatus(ctx, resttest.JobID, id, 0); err != nil || st.Status.ID != OperationInProgress {
+		t.Errorf("SavepointTriggerStatus: %+v %v", st, err)
+	}
+	go func() { j.Savepoints.Results <- resttest.SavepointResult{ID: 5, Path: "/sp/savepoint-0a1b2c-1"} }()
+	if loc, err := c.AwaitSavepoint(ctx, resttest.JobID, id, time.Millisecond); err != nil || loc != "/sp/savepoint-0a1b2c-1" {
+		t.Errorf("AwaitSavepoint: %q %v", loc, err)
+	}
+	id, err = c.StopWithSavepoint(ctx, resttest.JobID, StopWithSavepointRequest{Drain: true,
+		TriggerID: "0123456789abcdef0123456789abcdef"})
+	if err != nil || id != "0123456789abcdef0123456789abcdef" {
+		t.Fatalf("StopWithSavepoint: %q %v", id, err)
+	}
+	go func() { j.Savepoints.Results <- resttest.SavepointResult{Err: errors.New("sink refused to commit")} }()
+	var failed *SavepointFailedError
+	if _, err := c.AwaitSavepoint(ctx, resttest.JobID, id, time.Millisecond); !errors.As(err, &failed) ||
+		failed.Message != "sink refused to commit" || failed.Class != "weir.CheckpointException" {
+		t.Errorf("AwaitSavepoint of a failed stop: %v", err)
+	}
+	want := []monitor.SavepointRequest{{Target: "/sp", Format: "native"}, {Format: "canonical", Stop: true, Drain: true}}
+	if got := j.Savepoints.Requests(); !slices.Equal(got, want) {
+		t.Errorf("requests %+v, want %+v", got, want)
+	}
+
+	_, err = c.TriggerSavepoint(ctx, finishedID, SavepointTriggerRequest{})
+	if StatusOf(err) != http.StatusConflict || !strings.Contains(err.Error(), "terminal state FINISHED") {
+		t.Errorf("TriggerSavepoint of a finished job: %v", err)
+	}
+	if _, err := c.AwaitSavepoint(ctx, resttest.JobID, "nope", time.Millisecond); StatusOf(err) != http.StatusNotFound {
+		t.Errorf("AwaitSavepoint of an unknown trigger: %v", err)
+	}
+
+	// AwaitSavepoint ends with its context, also while the server holds
+	// the request.
+	id, err = c.TriggerSavepoint(ctx, resttest.JobID, SavepointTriggerRequest{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cctx, cancel := context.WithTimeout(ctx, 50*time.Millisecond)
+	defer cancel()
+	start := time.Now()
+	if _, err := c.AwaitSavepoint(cctx, resttest.JobID, id, time.Millisecond); !errors.Is(err, context.DeadlineExceeded) {
+		t.Errorf("AwaitSavepoint past its deadline: %v", err)
+	}
+	if d := time.Since(start); d > 5*time.Second {
+		t.Errorf("AwaitSavepoint returned %v after its deadline", d)
+	}
+}
+
+// AwaitSavepoint against a server that ignores wait and answers at once:
+// it asks again every poll, not in a busy loop.
+func TestAwaitSavepointPolls(t *testing.T) {
+	var calls atomic.Int32
+	hs := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Query().Get("wait") != "10000" {
+			t.Errorf("query %q, want wait=10000", r.URL.RawQuery)
+		}
+		st := SavepointTriggerStatus{Status: QueueStatus{ID: OperationInProgress}}
+		if calls.Add(1) == 4 {
+			st = SavepointTriggerStatus{Status: QueueStatus{ID: OperationCompleted},
+				Operation: &SavepointOperation{Location: "/sp/x"}}
+		}
+		writeJSON(w, http.StatusOK, st)
+	}))
+	defer hs.Close()
+	start := time.Now()
+	loc, err := NewClient(hs.URL, "", hs.Client()).AwaitSavepoint(t.Context(), "j", "t", 20*time.Millisecond)
+	if err != nil || loc != "/sp/x" {
+		t.Fatalf("AwaitSavepoint: %q %v", loc, err)
+	}
+	if d := time.Since(start); d < 60*time.Millisecond {
+		t.Errorf("4 answers in %v: want a poll of 20ms between them", d)
 	}
 }

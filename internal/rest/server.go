@@ -69,6 +69,9 @@ type Config struct {
 	RefreshInterval time.Duration
 
 	now func() time.Time // test knob; default time.Now. Jobs' times use their own clock (monitor.Job.Now).
+	// savepoints finds what takes a job's savepoints, nil if nothing does
+	// (test knob; default jobSavepointer).
+	savepoints func(*monitor.Job) savepointer
 }
 
 // Server serves the REST API. Its methods are safe for concurrent use.
@@ -85,8 +88,8 @@ type Server struct {
 	closed bool // no more background work may start
 
 	triggers *triggers
-	// ctx is cancelled by Close: it ends the checkpoints the API
-	// triggered; wg tracks their goroutines.
+	// ctx is cancelled by Close: it ends the checkpoints and savepoints
+	// the API triggered; wg tracks their goroutines.
 	ctx    context.Context
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
@@ -130,6 +133,9 @@ func Start(cfg Config) (*Server, error) {
 	}
 	if cfg.now == nil {
 		cfg.now = time.Now
+	}
+	if cfg.savepoints == nil {
+		cfg.savepoints = jobSavepointer
 	}
 	if err := cfg.validate(); err != nil {
 		return nil, fmt.Errorf("rest: %w", err)
@@ -223,9 +229,10 @@ func (s *Server) jobList() []*monitor.Job {
 
 // Close stops the server: it stops listening, lets the requests in
 // flight finish for a short grace period and then cuts them off, cancels
-// the checkpoints triggered through the API that are still running and
-// waits for them (the job's TriggerCheckpoint control must return once
-// its context is cancelled). It returns once everything the server
+// the checkpoints and savepoints triggered through the API that are still
+// running and waits for them (the job's TriggerCheckpoint and
+// TriggerSavepoint controls must return once their context is
+// cancelled). It returns once everything the server
 // started has ended; calling it again returns the first result.
 func (s *Server) Close() error {
 	s.closeOnce.Do(func() {
@@ -384,8 +391,9 @@ func (s *Server) routes() {
 	s.route("/jobs/{jobid}/config", get(s.jobConfig))
 	s.route("/jobs/{jobid}/exceptions", get(s.jobExceptions))
 	s.route("/jobs/{jobid}/doctor", get(s.doctor))
-	s.route("/jobs/{jobid}/savepoints", map[string]handler{http.MethodPost: s.notYet("Savepoints are")})
-	s.route("/jobs/{jobid}/stop", map[string]handler{http.MethodPost: s.notYet("Stop-with-savepoint is")})
+	s.route("/jobs/{jobid}/savepoints", map[string]handler{http.MethodPost: s.triggerSavepoint})
+	s.route("/jobs/{jobid}/savepoints/{triggerid}", get(s.savepointTriggerStatus))
+	s.route("/jobs/{jobid}/stop", map[string]handler{http.MethodPost: s.stopWithSavepoint})
 	s.route("/jobs/{jobid}/checkpoints", map[string]handler{http.MethodGet: s.checkpoints,
 		http.MethodPost: s.triggerCheckpoint})
 	s.route("/jobs/{jobid}/checkpoints/config", get(s.checkpointConfig))
@@ -398,15 +406,4 @@ func (s *Server) routes() {
 	s.route("/jobs/{jobid}/vertices/{vertexid}/metrics", get(s.vertexMetrics))
 	s.route("/jobs/{jobid}/vertices/{vertexid}/subtasks/metrics", get(s.subtasksMetrics))
 	s.route("/jobs/{jobid}/vertices/{vertexid}/subtasks/{subtaskindex}/metrics", get(s.subtaskMetrics))
-}
-
-// notYet answers 501 for what weir does not do yet.
-func (s *Server) notYet(what string) handler {
-	return func(r *http.Request) (any, error) {
-		if _, err := s.job(r); err != nil {
-			return nil, err
-		}
-		return nil, errorf(http.StatusNotImplemented, "%s not supported by weir yet; cancel the job "+
-			"(PATCH /jobs/{jobid}?mode=cancel) and restart it from its latest checkpoint instead", what)
-	}
 }

@@ -2,94 +2,15 @@ package rest
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"io"
 	"net/http"
-	"slices"
 	"strconv"
-	"sync"
 
 	"github.com/weirstream/weir/internal/checkpoint/stats"
 	"github.com/weirstream/weir/internal/monitor"
 )
-
-// maxFinishedTriggers is how many finished checkpoint triggers the server
-// remembers; the oldest are forgotten first. Running ones are always
-// kept.
-const maxFinishedTriggers = 100
-
-// trigger is a checkpoint triggered through the API.
-type trigger struct {
-	jobID string
-	done  bool
-	id    int64 // the checkpoint's, once done without err
-	err   error
-}
-
-// triggers are the checkpoints triggered through the API.
-type triggers struct {
-	mu       sync.Mutex
-	byID     map[string]*trigger
-	finished []string // trigger ids, oldest first
-}
-
-func newTriggers() *triggers { return &triggers{byID: map[string]*trigger{}} }
-
-// start records a new trigger of job's and returns its id: 32 random hex
-// digits, as Flink's trigger ids.
-func (t *triggers) start(jobID string) string {
-	var b [16]byte
-	_, _ = rand.Read(b[:])
-	id := hex.EncodeToString(b[:])
-	t.mu.Lock()
-	t.byID[id] = &trigger{jobID: jobID}
-	t.mu.Unlock()
-	return id
-}
-
-// maxRunningTriggers bounds the checkpoint triggers waiting for their
-// checkpoint at once: a client hammering POST /checkpoints while the job
-// restarts must not pile up goroutines.
-const maxRunningTriggers = 16
-
-// running counts the triggers without a result yet.
-func (t *triggers) running() int {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	return len(t.byID) - len(t.finished)
-}
-
-// finish records a trigger's result.
-func (t *triggers) finish(id string, checkpoint int64, err error) {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	tr := t.byID[id]
-	if tr == nil {
-		return
-	}
-	tr.done, tr.id, tr.err = true, checkpoint, err
-	t.finished = append(t.finished, id)
-	if n := len(t.finished) - maxFinishedTriggers; n > 0 {
-		for _, old := range t.finished[:n] {
-			delete(t.byID, old)
-		}
-		t.finished = slices.Delete(t.finished, 0, n)
-	}
-}
-
-// get returns a copy of trigger id.
-func (t *triggers) get(id string) (trigger, bool) {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	tr, ok := t.byID[id]
-	if !ok {
-		return trigger{}, false
-	}
-	return *tr, true
-}
 
 // snapshot is the job's checkpoint statistics (empty without a tracker).
 func snapshot(j *monitor.Job) stats.Snapshot {
@@ -187,25 +108,10 @@ func (s *Server) triggerCheckpoint(r *http.Request) (any, error) {
 		return nil, errorf(http.StatusConflict, "Job %s has already reached the terminal state %s: it takes no "+
 			"more checkpoints", j.ID, st)
 	}
-	s.mu.Lock()
-	if s.closed {
-		s.mu.Unlock()
-		return nil, errorf(http.StatusServiceUnavailable, "The server is shutting down")
-	}
-	if s.triggers.running() >= maxRunningTriggers {
-		s.mu.Unlock()
-		return nil, errorf(http.StatusTooManyRequests, "%d checkpoint triggers are still running: wait for one "+
-			"to finish (GET /jobs/%s/checkpoints/<triggerid>)", maxRunningTriggers, j.ID)
-	}
-	id := s.triggers.start(j.ID)
-	s.wg.Add(1)
-	s.mu.Unlock()
-	go func() {
-		defer s.wg.Done()
-		cp, err := j.TriggerCheckpoint(s.ctx)
-		s.triggers.finish(id, cp, err)
-	}()
-	return withStatus{status: http.StatusAccepted, body: TriggerResponse{RequestID: id}}, nil
+	return s.launch(triggerKey{kind: checkpointTrigger, job: j.ID, id: newTriggerID()}, func(ctx context.Context) outcome {
+		cp, err := j.TriggerCheckpoint(ctx)
+		return outcome{checkpoint: cp, err: err}
+	})
 }
 
 // failureClass names the kind of a trigger's failure.
@@ -219,14 +125,20 @@ func failureClass(err error) string {
 	return "weir.CheckpointException"
 }
 
+// failureCause is a triggered operation's failure as Flink reports it:
+// stack-trace holds the error's message.
+func failureCause(err error) *SerializedThrowable {
+	return &SerializedThrowable{Class: failureClass(err), StackTrace: err.Error()}
+}
+
 func (s *Server) checkpointTriggerStatus(r *http.Request) (any, error) {
 	j, err := s.job(r)
 	if err != nil {
 		return nil, err
 	}
 	id := r.PathValue("triggerid")
-	tr, ok := s.triggers.get(id)
-	if !ok || tr.jobID != j.ID {
+	tr, ok := s.triggers.get(triggerKey{kind: checkpointTrigger, job: j.ID, id: id})
+	if !ok {
 		return nil, errorf(http.StatusNotFound, "Checkpoint trigger %s of job %s not found (the server keeps "+
 			"the last %d results)", id, j.ID, maxFinishedTriggers)
 	}
@@ -234,10 +146,10 @@ func (s *Server) checkpointTriggerStatus(r *http.Request) (any, error) {
 		return CheckpointTriggerStatus{Status: QueueStatus{ID: OperationInProgress}}, nil
 	}
 	op := &CheckpointOperation{}
-	if tr.err != nil {
-		op.FailureCause = &SerializedThrowable{Class: failureClass(tr.err), StackTrace: tr.err.Error()}
+	if err := tr.result.err; err != nil {
+		op.FailureCause = failureCause(err)
 	} else {
-		cp := tr.id
+		cp := tr.result.checkpoint
 		op.CheckpointID = &cp
 	}
 	return CheckpointTriggerStatus{Status: QueueStatus{ID: OperationCompleted}, Operation: op}, nil

@@ -113,8 +113,8 @@ func (s *Server) cancelJob(r *http.Request) (any, error) {
 	switch mode := r.URL.Query().Get("mode"); mode {
 	case "cancel", "": // Flink's default mode is cancel
 	case "stop":
-		return nil, errorf(http.StatusBadRequest, "mode=stop (stop-with-savepoint) is not supported: it comes with "+
-			"savepoints, which weir does not take yet; use mode=cancel")
+		return nil, errorf(http.StatusBadRequest, "mode=stop is not supported: PATCH /jobs/{jobid} only cancels, "+
+			"as in Flink; to stop the job with a savepoint, POST /jobs/%s/stop, or use mode=cancel", j.ID)
 	default:
 		return nil, errorf(http.StatusBadRequest, "Unknown mode %q; valid: cancel", mode)
 	}

@@ -541,30 +541,88 @@ func TestTriggerCheckpoint(t *testing.T) {
 	if err := s.Close(); err != nil {
 		t.Fatal(err)
 	}
-	if tr2, ok := s.triggers.get(tr.RequestID); !ok || !tr2.done || !errors.Is(tr2.err, context.Canceled) {
+	if tr2, ok := s.triggers.get(triggerKey{checkpointTrigger, resttest.JobID, tr.RequestID}); !ok || !tr2.done ||
+		!errors.Is(tr2.result.err, context.Canceled) {
 		t.Errorf("trigger after Close: %+v", tr2)
 	}
 }
 
 func TestTriggersForgetTheOldest(t *testing.T) {
 	tr := newTriggers()
-	var ids []string
-	for range maxFinishedTriggers + 5 {
-		id := tr.start("job")
-		ids = append(ids, id)
+	var keys []triggerKey
+	for i := range maxFinishedTriggers + 5 {
+		k := triggerKey{kind: triggerKind(i % 2), job: "job", id: newTriggerID()}
+		if added, err := tr.add(k, maxFinishedTriggers+5); !added || err != nil {
+			t.Fatalf("add %d: %v %v", i, added, err)
+		}
+		keys = append(keys, k)
 	}
-	running := ids[len(ids)-1]
-	for _, id := range ids[:len(ids)-1] {
-		tr.finish(id, 1, nil)
+	running := keys[len(keys)-1]
+	for _, k := range keys[:len(keys)-1] {
+		tr.finish(k, outcome{checkpoint: 1})
 	}
-	for i, id := range ids[:len(ids)-1] {
-		_, ok := tr.get(id)
-		if want := i >= len(ids)-1-maxFinishedTriggers; ok != want {
+	for i, k := range keys[:len(keys)-1] {
+		_, ok := tr.get(k)
+		if want := i >= len(keys)-1-maxFinishedTriggers; ok != want {
 			t.Errorf("finished trigger %d kept: %v, want %v", i, ok, want)
 		}
 	}
-	if _, ok := tr.get(running); !ok {
+	if st, ok := tr.get(running); !ok || st.done {
 		t.Error("the running trigger was forgotten")
+	}
+}
+
+// A trigger is known to its own kind and job only; the same id may name
+// a trigger of another job; a repeated key adds nothing; the bound on
+// running triggers counts each kind apart.
+func TestTriggerKeys(t *testing.T) {
+	tr := newTriggers()
+	id := newTriggerID()
+	cp := triggerKey{checkpointTrigger, "a", id}
+	if added, err := tr.add(cp, 1); !added || err != nil {
+		t.Fatalf("add: %v %v", added, err)
+	}
+	if added, err := tr.add(cp, 1); added || err != nil {
+		t.Errorf("add again: %v %v, want an existing trigger", added, err)
+	}
+	if _, err := tr.add(triggerKey{checkpointTrigger, "a", newTriggerID()}, 1); err != errTooManyTriggers {
+		t.Errorf("add beyond the limit: %v", err)
+	}
+	for _, k := range []triggerKey{{savepointTrigger, "a", id}, {checkpointTrigger, "b", id}} {
+		if tr.has(k) {
+			t.Errorf("%+v is known", k)
+		}
+	}
+	if added, err := tr.add(triggerKey{savepointTrigger, "a", id}, 1); !added || err != nil {
+		t.Errorf("a savepoint trigger beside a running checkpoint trigger: %v %v", added, err)
+	}
+	tr.finish(cp, outcome{checkpoint: 7})
+	st, ok := tr.get(cp)
+	if !ok || !st.done || st.result.checkpoint != 7 {
+		t.Errorf("finished: %+v", st)
+	}
+	select {
+	case <-st.finished:
+	default:
+		t.Error("finished channel still open")
+	}
+	tr.finish(cp, outcome{checkpoint: 8}) // a second result is ignored
+	if st, _ := tr.get(cp); st.result.checkpoint != 7 {
+		t.Errorf("after a second finish: %+v", st)
+	}
+	if added, err := tr.add(triggerKey{checkpointTrigger, "a", newTriggerID()}, 1); !added || err != nil {
+		t.Errorf("add once a trigger finished: %v %v", added, err)
+	}
+}
+
+func TestParseTriggerID(t *testing.T) {
+	if id, err := parseTriggerID("0123456789ABCDEFabcdef0123456789"); err != nil || id != "0123456789abcdefabcdef0123456789" {
+		t.Errorf("valid id: %q %v", id, err)
+	}
+	for _, bad := range []string{"", "abc", "0123456789abcdefabcdef012345678g", "0123456789abcdefabcdef01234567890"} {
+		if _, err := parseTriggerID(bad); err == nil || !strings.Contains(err.Error(), "32 hex digits") {
+			t.Errorf("%q: %v", bad, err)
+		}
 	}
 }
 
@@ -572,7 +630,7 @@ func TestCancel(t *testing.T) {
 	s, j := fixture(t, Config{})
 	patch := func(path string) answer { return call(t, nil, http.MethodPatch, s.URL(), path, "", "") }
 
-	wantError(t, patch(jobPrefix+"?mode=stop"), http.StatusBadRequest, "savepoints")
+	wantError(t, patch(jobPrefix+"?mode=stop"), http.StatusBadRequest, "only cancels", "POST "+jobPrefix+"/stop")
 	wantError(t, patch(jobPrefix+"?mode=halt"), http.StatusBadRequest, `Unknown mode "halt"`)
 	if j.Cancels() != 0 {
 		t.Fatalf("cancelled by a bad request")
@@ -607,8 +665,11 @@ func TestErrorAnswers(t *testing.T) {
 		{"DELETE", jobPrefix, 405, "Method DELETE not allowed"},
 		{"POST", "/overview", 405, "allowed: GET"},
 		{"GET", jobPrefix + "/savepoints", 405, "allowed: POST"},
-		{"POST", jobPrefix + "/savepoints", 501, "Savepoints are not supported"},
-		{"POST", jobPrefix + "/stop", 501, "Stop-with-savepoint is not supported"},
+		{"GET", jobPrefix + "/stop", 405, "allowed: POST"},
+		{"POST", jobPrefix + "/savepoints/0123", 405, "allowed: GET"},
+		{"POST", "/jobs/abc/savepoints", 404, "Job abc not found"},
+		{"POST", "/jobs/abc/stop", 404, "Job abc not found"},
+		{"GET", "/jobs/abc/savepoints/0123", 404, "Job abc not found"},
 		{"GET", jobPrefix + "/doctor", 404, "no checkpoint doctor"},
 		{"GET", "/metrics", 404, "no Prometheus endpoint"},
 		{"GET", "/index.html", 404, "Not found: /index.html"},

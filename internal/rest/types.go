@@ -547,6 +547,58 @@ type SerializedThrowable struct {
 	SerializedThrowable string `json:"serialized-throwable"`
 }
 
+// Savepoint formats a trigger request may ask for (FormatType of
+// SavepointTriggerRequest and StopWithSavepointRequest); the server takes
+// them in any case. CANONICAL (the default) is readable by every state
+// backend; NATIVE is the state backend's own format, faster to take and
+// restore.
+const (
+	SavepointFormatCanonical = "CANONICAL"
+	SavepointFormatNative    = "NATIVE"
+)
+
+// SavepointTriggerRequest is the optional body of POST
+// /jobs/{jobid}/savepoints. TargetDirectory is where the savepoint
+// directory is made (default execution.checkpointing.savepoint-dir);
+// CancelJob stops the job once the savepoint completed (Flink's
+// deprecated cancel-with-savepoint: weir stops it as POST /stop does
+// without drain); TriggerID, 32 hex digits, names the operation instead
+// of a generated id: the same id again answers the same operation.
+type SavepointTriggerRequest struct {
+	TargetDirectory string `json:"target-directory,omitempty"`
+	CancelJob       bool   `json:"cancel-job,omitempty"`
+	FormatType      string `json:"formatType,omitempty"`
+	TriggerID       string `json:"triggerId,omitempty"`
+}
+
+// StopWithSavepointRequest is the optional body of POST
+// /jobs/{jobid}/stop: take a savepoint, then stop the job. Drain first
+// ends the sources and emits the final watermark (event-time timers
+// fire). Note Flink's spelling: targetDirectory here, target-directory
+// in SavepointTriggerRequest.
+type StopWithSavepointRequest struct {
+	TargetDirectory string `json:"targetDirectory,omitempty"`
+	Drain           bool   `json:"drain,omitempty"`
+	FormatType      string `json:"formatType,omitempty"`
+	TriggerID       string `json:"triggerId,omitempty"`
+}
+
+// SavepointTriggerStatus is GET /jobs/{jobid}/savepoints/{triggerid}, for
+// savepoints triggered by POST /savepoints and by POST /stop. Operation
+// is null while the savepoint runs.
+type SavepointTriggerStatus struct {
+	Status    QueueStatus         `json:"status"`
+	Operation *SavepointOperation `json:"operation"`
+}
+
+// SavepointOperation is the result of a triggered savepoint: its location
+// (the savepoint directory, what weir run --from takes), or why it
+// failed.
+type SavepointOperation struct {
+	Location     string               `json:"location,omitempty"`
+	FailureCause *SerializedThrowable `json:"failure-cause,omitempty"`
+}
+
 // JobVertexDetails is GET /jobs/{jobid}/vertices/{vertexid}.
 type JobVertexDetails struct {
 	ID             string          `json:"id"`

@@ -1,7 +1,8 @@
 // Package resttest builds monitor.Jobs by hand for tests of the REST API
 // and of what reads it (the CLI, the dashboard, the checkpoint doctor): a
 // job of three vertices with known task metrics, checkpoint statistics
-// and metrics, a manual clock, and controls the test drives.
+// and metrics, a manual clock, and controls the test drives (cancel,
+// trigger a checkpoint, trigger a savepoint).
 package resttest
 
 import (
@@ -154,6 +155,49 @@ type Result struct {
 	Err error
 }
 
+// SavepointResult is the outcome of a savepoint the fake control takes.
+type SavepointResult struct {
+	ID   int64
+	Path string
+	Err  error
+}
+
+// Savepoints is the fixture's fake TriggerSavepoint control: it records
+// the requests and takes each result from Results, or ends with the
+// context. Its methods are those the REST server asks of a job's
+// savepoint control.
+type Savepoints struct {
+	// Results feeds TriggerSavepoint. Unbuffered unless the test makes
+	// another.
+	Results chan SavepointResult
+
+	mu       sync.Mutex
+	requests []monitor.SavepointRequest
+}
+
+// CanTakeSavepoints reports true: the fake is a savepoint control.
+func (s *Savepoints) CanTakeSavepoints() bool { return true }
+
+// TriggerSavepoint records req and returns the next result of Results.
+func (s *Savepoints) TriggerSavepoint(ctx context.Context, req monitor.SavepointRequest) (monitor.SavepointResult, error) {
+	s.mu.Lock()
+	s.requests = append(s.requests, req)
+	s.mu.Unlock()
+	select {
+	case r := <-s.Results:
+		return monitor.SavepointResult{ID: r.ID, Path: r.Path}, r.Err
+	case <-ctx.Done():
+		return monitor.SavepointResult{}, ctx.Err()
+	}
+}
+
+// Requests are the requests TriggerSavepoint got, in order.
+func (s *Savepoints) Requests() []monitor.SavepointRequest {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return slices.Clone(s.requests)
+}
+
 // Job is the fixture: a running monitor.Job and the fakes behind it.
 type Job struct {
 	*monitor.Job
@@ -162,6 +206,8 @@ type Job struct {
 	// Results feeds TriggerCheckpoint: each call takes the next result,
 	// or ends with the context. Unbuffered unless the test makes another.
 	Results chan Result
+	// Savepoints is its TriggerSavepoint control.
+	Savepoints *Savepoints
 
 	cancels  atomic.Int32
 	triggers atomic.Int32
@@ -179,7 +225,8 @@ func (j *Job) Triggers() int { return int(j.triggers.Load()) }
 func NewJob() *Job {
 	clock := &Clock{t: T0}
 	j := &Job{Job: monitor.NewJob(JobID, JobName, Vertices(), clock.Now, 0), Clock: clock,
-		Deployment: &Deployment{}, Results: make(chan Result)}
+		Deployment: &Deployment{}, Results: make(chan Result),
+		Savepoints: &Savepoints{Results: make(chan SavepointResult)}}
 	j.Config = map[string]string{"parallelism.default": "2", "pipeline.name": JobName,
 		"rest.auth.token": "s3cr3t", "restart-strategy.type": "exponential-delay",
 		"execution.checkpointing.interval": "10 s"}
@@ -197,6 +244,7 @@ func NewJob() *Job {
 				return 0, ctx.Err()
 			}
 		},
+		TriggerSavepoint: j.Savepoints.TriggerSavepoint,
 	})
 	clock.Set(T0.Add(time.Second))
 	j.SetState(monitor.Running)

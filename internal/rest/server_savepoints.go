@@ -26,19 +26,10 @@ type savepointer interface {
 	TriggerSavepoint(ctx context.Context, req monitor.SavepointRequest) (monitor.SavepointResult, error)
 }
 
-// jobSavepointer is the savepointer of j, nil if it has none.
-//
-// monitor.Job keeps its controls to itself and, unlike TriggerCheckpoint,
-// does not expose TriggerSavepoint yet: until it has the methods of
-// savepointer, every job answers that it cannot take savepoints (409).
-// Once it has them, this finds them; the type assertion then becomes a
-// plain call.
-func jobSavepointer(j *monitor.Job) savepointer {
-	if sp, ok := any(j).(savepointer); ok {
-		return sp
-	}
-	return nil
-}
+// jobSavepointer is the savepointer of j: the job itself.
+func jobSavepointer(j *monitor.Job) savepointer { return j }
+
+var _ savepointer = (*monitor.Job)(nil)
 
 // maxSavepointWait bounds the wait query parameter of the savepoint
 // status endpoint.

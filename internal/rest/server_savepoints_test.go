@@ -333,17 +333,10 @@ func TestCloseCancelsSavepoints(t *testing.T) {
 	}
 }
 
-// Without the test knob the server asks monitor.Job itself. Until
-// monitor.Job exposes its TriggerSavepoint control (the methods of
-// savepointer), every job answers 409; once it does, the fixture's fake
-// control is reached through monitor.Controls.
+// Without the test knob the server asks monitor.Job itself: the fixture's
+// fake control is reached through monitor.Controls.
 func TestMonitorJobSavepoints(t *testing.T) {
 	s, j := fixture(t, Config{})
-	if jobSavepointer(j.Job) == nil {
-		wantError(t, postJSON(t, s, jobPrefix+"/savepoints", ""), http.StatusConflict, "cannot take savepoints")
-		t.Skip("monitor.Job has no CanTakeSavepoints and TriggerSavepoint methods yet: the savepoint endpoints " +
-			"answer 409 for every job until it has")
-	}
 	id := accepted(t, postJSON(t, s, jobPrefix+"/stop", `{"drain":true}`))
 	j.Savepoints.Results <- resttest.SavepointResult{Path: "/sp/through-monitor"}
 	if st, _ := savepointDone(t, s, id); st.Operation.Location != "/sp/through-monitor" {

@@ -54,6 +54,9 @@ type OperatorSnapshot struct {
 	// returns the bytes it uploaded for this checkpoint. An error declines
 	// the checkpoint. ctx ends when the job does.
 	Async func(ctx context.Context, id int64, st *metadata.Subtask) (int64, error)
+	// Schema is the encoding of the keyed state and timer keys, copied into
+	// the subtask's metadata; nil for none.
+	Schema *metadata.Schema
 }
 
 // NativeUpload is a backend's native snapshot on its way to storage.
@@ -335,7 +338,7 @@ func (t *task) persist(snaps []OperatorSnapshot, a Ack, cs *channelState, timeou
 				return
 			}
 		}
-		st := metadata.Subtask{Index: c.Subtask, KeyGroupStart: c.KeyGroupStart, KeyGroupEnd: c.KeyGroupEnd, Lists: s.Lists}
+		st := metadata.Subtask{Index: c.Subtask, KeyGroupStart: c.KeyGroupStart, KeyGroupEnd: c.KeyGroupEnd, Lists: s.Lists, Schema: s.Schema}
 		for _, l := range s.Lists {
 			for _, e := range l.Elements {
 				a.Bytes += int64(len(e))

@@ -157,6 +157,13 @@ func (r *Reader) scanKeyed(ctx context.Context, op *metadata.Operator, st *metad
 		}
 		defer f.Close()
 		if err := readStream(f, states, visit); err != nil {
+			if errors.Is(err, errCorrupt) {
+				// A damaged file fails its checksum at the end: say so
+				// rather than where the parse tripped.
+				if _, derr := io.Copy(io.Discard, f); errors.Is(derr, storage.ErrCorrupt) {
+					err = derr
+				}
+			}
 			return fmt.Errorf("%s: keyed state %s: %w", where, st.Keyed.Path, err)
 		}
 	}

@@ -189,7 +189,7 @@ func formatValue(v any) string {
 		}
 		return "[" + strings.Join(parts, ", ") + "]"
 	case fmt.Stringer:
-		return v.String()
+		return fmt.Sprint(v) // fmt recovers from a String method that panics
 	}
 	rv := reflect.ValueOf(v)
 	switch rv.Kind() {

@@ -69,6 +69,11 @@ var registerPoint sync.Once
 // checkFixture checks every state of the fixture, decoded with the
 // schema's codecs.
 func checkFixture(t *testing.T, loc string) {
+	checkFixtureAt(t, loc, fx.Job+"/chk-3")
+}
+
+// checkFixtureAt is checkFixture for a snapshot at path in its storage.
+func checkFixtureAt(t *testing.T, loc, path string) {
 	r := open(t, loc)
 	ctx := context.Background()
 
@@ -76,7 +81,7 @@ func checkFixture(t *testing.T, loc string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if l.Snapshot.Job != fx.Job || l.Snapshot.ID != fx.CheckpointID || l.Snapshot.Path != fx.Job+"/chk-3" {
+	if l.Snapshot.Job != fx.Job || l.Snapshot.ID != fx.CheckpointID || l.Snapshot.Path != path {
 		t.Errorf("snapshot %+v", l.Snapshot)
 	}
 	if len(l.Operators) != 2 || l.Operators[0].UID != fx.KeyedUID || l.Operators[1].UID != fx.SourceUID {
@@ -251,6 +256,27 @@ func TestReadNative(t *testing.T) {
 	}
 	if left, _ := os.ReadDir(tmp); len(left) != 0 {
 		t.Errorf("the reader left %d entries in its temporary directory", len(left))
+	}
+}
+
+// A savepoint is a directory of its own, its file handles relative to it.
+func TestReadSavepoint(t *testing.T) {
+	for _, native := range []bool{false, true} {
+		loc := fx.Write(t, t.TempDir(), fx.Options{Savepoint: true, Native: native})
+		checkFixtureAt(t, loc, fx.SavepointDir)
+		r := open(t, loc)
+		if info := r.Info(); !info.Savepoint || info.Format != map[bool]string{false: "canonical", true: "native"}[native] {
+			t.Errorf("savepoint info %+v", info)
+		}
+		// Moved elsewhere, it reads the same.
+		moved := filepath.Join(t.TempDir(), "elsewhere", fx.SavepointDir)
+		if err := os.MkdirAll(filepath.Dir(moved), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Rename(loc, moved); err != nil {
+			t.Fatal(err)
+		}
+		checkFixtureAt(t, filepath.Join(moved, storage.MetadataName), fx.SavepointDir)
 	}
 }
 

@@ -69,7 +69,13 @@ type Options struct {
 	// Changelog marks subtask 0's keyed state as a changelog checkpoint
 	// with log records to replay.
 	Changelog bool
+	// Savepoint writes a savepoint, directory SavepointDir under root,
+	// instead of a checkpoint.
+	Savepoint bool
 }
+
+// SavepointDir is the name of the fixture's savepoint directory.
+const SavepointDir = "savepoint-fixtur-0123456789ab"
 
 // KeyGroup returns the key group of key.
 func KeyGroup(key string) int {
@@ -77,16 +83,23 @@ func KeyGroup(key string) int {
 }
 
 // Write writes checkpoint CheckpointID of job Job under root (a checkpoint
-// directory) and returns the checkpoint's directory.
+// directory), or a savepoint of it, and returns the snapshot's directory.
 func Write(t testing.TB, root string, o Options) string {
 	t.Helper()
 	ctx := context.Background()
-	store, err := storage.Open(ctx, root)
+	s, err := storage.Open(ctx, root)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer store.Close()
+	defer s.Close()
+	store := &fixtureStore{s: s, savepoint: o.Savepoint}
 	cp := metadata.Checkpoint{Job: Job, ID: CheckpointID, TriggerTime: TTLTimestamp, CompletionTime: TTLTimestamp + 1500}
+	if o.Savepoint {
+		cp.Savepoint, cp.Format = true, "canonical"
+		if o.Native {
+			cp.Format = "native"
+		}
+	}
 
 	keyed := metadata.Operator{UID: KeyedUID, Name: "KeyedProcess", Parallelism: Parallelism, MaxParallelism: MaxParallelism}
 	for sub := range Parallelism {
@@ -113,10 +126,29 @@ func Write(t testing.TB, root string, o Options) string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := store.WriteMetadata(ctx, Job, CheckpointID, payload); err != nil {
+	if o.Savepoint {
+		if err := s.WriteSavepointMetadata(ctx, SavepointDir, payload); err != nil {
+			t.Fatal(err)
+		}
+		return filepath.Join(root, SavepointDir)
+	}
+	if err := s.WriteMetadata(ctx, Job, CheckpointID, payload); err != nil {
 		t.Fatal(err)
 	}
 	return filepath.Join(root, Job, storage.CheckpointDir(CheckpointID))
+}
+
+// fixtureStore creates the data files of a checkpoint or a savepoint.
+type fixtureStore struct {
+	s         *storage.Storage
+	savepoint bool
+}
+
+func (f *fixtureStore) create(ctx context.Context, name string) (storage.FileWriter, error) {
+	if f.savepoint {
+		return f.s.CreateSavepointFile(ctx, SavepointDir, name)
+	}
+	return f.s.CreateFile(ctx, Job, CheckpointID, name)
 }
 
 func ref[T any](c codec.Codec[T]) metadata.CodecRef {
@@ -142,7 +174,7 @@ func schema() *metadata.Schema {
 	}}
 }
 
-func writeKeyed(t testing.TB, ctx context.Context, store *storage.Storage, st *metadata.Subtask, o Options, tmp string) {
+func writeKeyed(t testing.TB, ctx context.Context, store *fixtureStore, st *metadata.Subtask, o Options, tmp string) {
 	t.Helper()
 	opts := state.Options{KeyGroupStart: st.KeyGroupStart, KeyGroupEnd: st.KeyGroupEnd, MaxParallelism: MaxParallelism,
 		Clock: func() time.Time { return time.UnixMilli(TTLTimestamp) }, Dir: filepath.Join(tmp, "db")}
@@ -230,9 +262,9 @@ func writeKeyed(t testing.TB, ctx context.Context, store *storage.Storage, st *m
 	st.Keyed = &h
 }
 
-func writeFile(t testing.TB, ctx context.Context, store *storage.Storage, name string, fill func(io.Writer) error) storage.FileHandle {
+func writeFile(t testing.TB, ctx context.Context, store *fixtureStore, name string, fill func(io.Writer) error) storage.FileHandle {
 	t.Helper()
-	fw, err := store.CreateFile(ctx, Job, CheckpointID, name)
+	fw, err := store.create(ctx, name)
 	if err != nil {
 		t.Fatal(err)
 	}

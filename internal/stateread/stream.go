@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"hash/crc32"
 	"io"
+	"slices"
 )
 
 // A reader of the canonical keyed-state stream (format version 1, as
@@ -194,7 +195,7 @@ func readStream(rd io.Reader, states func([]streamState) error, visit func(st in
 		for rem := length; rem > 0; {
 			chunk := min(rem, 1<<20)
 			off := len(body)
-			body = append(body, make([]byte, chunk)...)
+			body = slices.Grow(body, int(chunk))[:off+int(chunk)]
 			if err := r.full(body[off:], "section"); err != nil {
 				return fmt.Errorf("key group %d: %w", kg, err)
 			}

@@ -148,6 +148,7 @@ type keyedOp[K, OUT any] struct {
 func newKeyedOp[K, OUT any](ctx *task.OpContext, env *Environment, fn any, kc codec.Codec[K], out network.Output[OUT]) *keyedOp[K, OUT] {
 	op := &keyedOp[K, OUT]{opBase: newOpBase(ctx), fn: fn, keyCodec: kc}
 	op.rt = keyed.New(ctx, env.keyedConfig, op.onTimer)
+	keyed.SetKeyCodec(op.rt, kc)
 	op.kctx = &KeyedContext[K, OUT]{rt: op.rt, op: ctx, out: out, ops: op.opState}
 	return op
 }

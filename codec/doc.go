@@ -62,4 +62,15 @@
 // to reject hostile counts before allocating: a count larger than the number
 // of remaining bytes is corrupt. Element codecs made with [Func] must
 // therefore also encode every value in at least one byte.
+//
+// # Names and the registry
+//
+// Every codec has a name ([NameOf]): the built-ins are "int64", "string"
+// and so on, PairOf and SliceOf compose "pair(A,B)" and "slice(E)", a codec
+// with a CodecName method ([Named], [WithName]) has that name, and any other
+// codec its Go type. Snapshots record the name of the codecs that wrote
+// each keyed state; `weir savepoint read` looks the names up in the
+// registry ([Register], [Lookup]) to decode the state offline. The
+// built-ins are registered; a job registers its own codecs in an init
+// function of its program.
 package codec

@@ -153,6 +153,7 @@ goes on).`,
 	f.BoolVar(&detached, "detached", false, "print the request id and return without waiting for the savepoint")
 	f.StringVarP(&dispose, "dispose", "d", "", "delete the savepoint directory at `path` instead of taking a savepoint")
 	a.deferErrors(f)
+	c.AddCommand(a.savepointReadCommand())
 	return c
 }
 
@@ -321,6 +322,16 @@ func (a *app) disposeSavepoint(ctx context.Context, path string) error {
 	if !m.Savepoint {
 		return usageError(fmt.Errorf("--dispose %s: its _metadata is that of checkpoint %d of job %q, not of a "+
 			"savepoint (a copied chk-<n> directory?); nothing deleted", path, m.ID, m.Job))
+	}
+	// A job restored from it that has no checkpoint of its own yet still
+	// needs it (its restore record says so).
+	t, err := resolveTarget(ctx, path, false)
+	if err != nil {
+		return err
+	}
+	defer t.s.Close()
+	if _, err := checkHolders(ctx, t, nil, false, "savepoint"); err != nil {
+		return err
 	}
 	if err := store.DeleteSavepoint(ctx, snap.Dir); err != nil {
 		return failure(fmt.Errorf("--dispose %s: %w", path, err))

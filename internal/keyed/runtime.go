@@ -75,6 +75,7 @@ type Runtime struct {
 	onTimer  func(t timer.Timer, eventTime bool) error
 	uploads  *upload.Tracker // incremental checkpoints
 	cl       *changelogRuntime
+	schema   schema // the states' codecs, for snapshots (schema.go)
 }
 
 // New returns the runtime of the operator subtask op. onTimer runs every

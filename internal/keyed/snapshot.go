@@ -25,6 +25,7 @@ func (rt *Runtime) Snapshot(id int64, opts checkpoint.Options, s *task.OperatorS
 	// its notification arrived yet: reuse builds on it from now on, which
 	// is what the shared-state registry counts on.
 	rt.uploads.Confirm(opts.LastCompleted)
+	s.Schema = rt.schema.snapshot()
 	if rt.cl != nil && rt.cl.w != nil && opts.Format == checkpoint.FormatConfigured {
 		return rt.cl.snapshot(id, s)
 	}

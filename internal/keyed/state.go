@@ -43,6 +43,7 @@ func NewValue[T any](rt *Runtime, name string, c codec.Codec[T], ttl TTL) (Value
 	if err != nil {
 		return Value[T]{}, err
 	}
+	DescribeValue(rt, name, c)
 	rt.stateRegistered(d.TTL)
 	return Value[T]{s: s, rt: rt, name: name}, nil
 }
@@ -81,6 +82,7 @@ func NewList[T any](rt *Runtime, name string, c codec.Codec[T], ttl TTL) (List[T
 	if err != nil {
 		return List[T]{}, err
 	}
+	DescribeList(rt, name, c)
 	rt.stateRegistered(d.TTL)
 	return List[T]{s: s, rt: rt, name: name}, nil
 }
@@ -133,6 +135,7 @@ func NewMap[K comparable, V any](rt *Runtime, name string, kc codec.Codec[K], vc
 	if err != nil {
 		return Map[K, V]{}, err
 	}
+	DescribeMap(rt, name, kc, vc)
 	rt.stateRegistered(d.TTL)
 	return Map[K, V]{s: s, rt: rt, name: name}, nil
 }
@@ -201,6 +204,7 @@ func NewReducing[T any](rt *Runtime, name string, c codec.Codec[T], ttl TTL, red
 	if err != nil {
 		return Reducing[T]{}, err
 	}
+	DescribeValue(rt, name, c)
 	rt.stateRegistered(d.TTL)
 	return Reducing[T]{s: s, rt: rt, name: name}, nil
 }
@@ -240,6 +244,7 @@ func NewAggregating[IN, ACC, OUT any](rt *Runtime, name string, c codec.Codec[AC
 	if err != nil {
 		return Aggregating[IN, OUT]{}, err
 	}
+	DescribeValue(rt, name, c)
 	rt.stateRegistered(d.TTL)
 	return Aggregating[IN, OUT]{s: s, rt: rt, name: name}, nil
 }

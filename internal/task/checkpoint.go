@@ -58,6 +58,9 @@ type OperatorSnapshot struct {
 	// for this or an earlier checkpoint (metadata.Subtask.Refs): listed,
 	// they stay as long as a retained checkpoint lists them.
 	Refs []storage.FileHandle
+	// Schema is the encoding of the keyed state and timer keys, copied into
+	// the subtask's metadata; nil for none.
+	Schema *metadata.Schema
 }
 
 // NativeUpload is a backend's native snapshot on its way to storage.
@@ -347,7 +350,7 @@ func (t *task) persist(snaps []OperatorSnapshot, a Ack, cs *channelState, timeou
 				return
 			}
 		}
-		st := metadata.Subtask{Index: c.Subtask, KeyGroupStart: c.KeyGroupStart, KeyGroupEnd: c.KeyGroupEnd, Lists: s.Lists, Refs: s.Refs}
+		st := metadata.Subtask{Index: c.Subtask, KeyGroupStart: c.KeyGroupStart, KeyGroupEnd: c.KeyGroupEnd, Lists: s.Lists, Refs: s.Refs, Schema: s.Schema}
 		for _, l := range s.Lists {
 			for _, e := range l.Elements {
 				a.Bytes += int64(len(e))

@@ -138,6 +138,11 @@ type Subtask struct {
 	// for states the job had not registered yet when this checkpoint was
 	// taken (a segment file; replayed like the log, before it).
 	Pending *LogSegment `json:"pending,omitempty"`
+	// Schema says which codecs wrote the keyed state and the timer keys
+	// (absent in checkpoints of older versions, and for operators without
+	// keyed state); readers of the snapshot use it to decode entries
+	// offline (`weir savepoint read`).
+	Schema *Schema `json:"schema,omitempty"`
 	// Channels is the in-flight data an unaligned checkpoint persisted at
 	// the subtask (kept with the head operator of its task): the input
 	// buffers its barriers overtook or that arrived before them, and the
@@ -151,6 +156,39 @@ type Subtask struct {
 	// retention (the failure of a long-open sink file whose checkpoint was
 	// subsumed).
 	Refs []storage.FileHandle `json:"refs,omitempty"`
+}
+
+// Schema describes the encoding of a subtask's keyed state, as the keyed
+// runtime learnt it from the operator's state registrations.
+type Schema struct {
+	// Key is the codec of the keyed stream's keys (state entries and
+	// timers); nil when the operator did not declare it.
+	Key *CodecRef `json:"key,omitempty"`
+	// States are the states registered since the subtask started, sorted
+	// by name. A state restored but not registered again by the time of
+	// the snapshot is missing.
+	States []StateSchema `json:"states,omitempty"`
+}
+
+// StateSchema is the encoding of one keyed state.
+type StateSchema struct {
+	Name string `json:"name"`
+	// Kind is "value" (also reducing and aggregating states), "list" or
+	// "map".
+	Kind string `json:"kind"`
+	// Value is the codec of a value state's value, a list's elements or a
+	// map's values; MapKey that of a map's keys; Namespace that of the
+	// namespaces (windows), when the operator declared it.
+	Value     CodecRef  `json:"value"`
+	MapKey    *CodecRef `json:"mapKey,omitempty"`
+	Namespace *CodecRef `json:"namespace,omitempty"`
+}
+
+// CodecRef names a codec: Codec is its name in the codec registry
+// (codec.NameOf), Type the Go type of the values it encodes.
+type CodecRef struct {
+	Codec string `json:"codec"`
+	Type  string `json:"type,omitempty"`
 }
 
 // ChannelState is the in-flight data of one network channel, persisted by

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/weirstream/weir/internal/checkpoint/metadata"
+	"github.com/weirstream/weir/internal/checkpoint/pins"
 	"github.com/weirstream/weir/internal/checkpoint/storage"
 	"github.com/weirstream/weir/internal/jobs"
 	"github.com/weirstream/weir/internal/rest"
@@ -391,4 +392,33 @@ func TestSavepointDispose(t *testing.T) {
 		"--url does not go with --dispose")
 	r = runCLI(t, "savepoint", "--dispose=")
 	r.want(t, ExitUsage, "--dispose: the savepoint path must not be empty")
+}
+
+// --dispose refuses, and deletes nothing, while a job restored from the
+// savepoint in NO_CLAIM mode has no checkpoint of its own yet; once its
+// record is released the savepoint goes.
+func TestSavepointDisposeRefusesWhileHeld(t *testing.T) {
+	root := t.TempDir()
+	sp := makeSavepoint(t, root)
+	ctx := t.Context()
+	s, err := storage.Open(ctx, root)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	if err := pins.Write(ctx, s, "copy", pins.Restore{Root: storage.LocationOf(root), Path: filepath.Base(sp), Mode: pins.ModeNoClaim, JobID: "run1"}); err != nil {
+		t.Fatal(err)
+	}
+	r := runCLI(t, "savepoint", "--dispose", sp)
+	r.want(t, ExitUsage, "refusing to delete savepoint", "job copy")
+	if _, err := os.Stat(filepath.Join(sp, storage.MetadataName)); err != nil {
+		t.Fatalf("the held savepoint was touched: %v", err)
+	}
+	if err := pins.Release(ctx, s, "copy", 7); err != nil {
+		t.Fatal(err)
+	}
+	runCLI(t, "savepoint", "--dispose", sp).want(t, ExitOK)
+	if _, err := os.Stat(sp); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("the released savepoint is still there: %v", err)
+	}
 }

@@ -123,7 +123,7 @@ func TestNoClaimIncrementalCheckpoint(t *testing.T) {
 	restored.nextCheckpoint()
 	restored.nextCheckpoint()
 	other.nextCheckpoint()
-	waitUntil(t, fmt.Sprintf("the deletion of the subsumed checkpoint %d", first), func() bool {
+	restored.await(fmt.Sprintf("the deletion of the subsumed checkpoint %d", first), func() bool {
 		return !exists(t, filepath.Join(jobDir, storage.CheckpointDir(first)))
 	})
 	checkUnchanged(t, jobDir, before, "while the restored run goes on")
@@ -175,7 +175,7 @@ func TestClaimOwnCheckpoint(t *testing.T) {
 	claim.Checkpoint.RestorePath, claim.Checkpoint.ClaimMode = baseDir, weir.ClaimModeClaim
 	b := startJob(t, claim, "counter", counter(n, keys, out, true))
 	b.nextCheckpoint()
-	waitUntil(t, fmt.Sprintf("the deletion of the claimed checkpoint %d once subsumed", base), func() bool { return !exists(t, baseDir) })
+	b.await(fmt.Sprintf("the deletion of the claimed checkpoint %d once subsumed", base), func() bool { return !exists(t, baseDir) })
 	b.nextCheckpoint()
 	b.stop()
 	if !exists(t, jobDir) {
@@ -239,7 +239,7 @@ func TestClaimOtherJobCheckpoint(t *testing.T) {
 		t.Fatalf("the claimed checkpoint %s is gone after one newer checkpoint; num-retained is 2", baseDir)
 	}
 	b.nextCheckpoint()
-	waitUntil(t, fmt.Sprintf("the deletion of the claimed checkpoint %s once subsumed", baseDir), func() bool {
+	b.await(fmt.Sprintf("the deletion of the claimed checkpoint %s once subsumed", baseDir), func() bool {
 		if exists(t, baseDir) {
 			return false
 		}
@@ -294,7 +294,7 @@ func TestClaimSavepoint(t *testing.T) {
 	claim.Checkpoint.RestorePath, claim.Checkpoint.ClaimMode = sp, weir.ClaimModeClaim
 	b := startJob(t, claim, "counter", counter(n, keys, out, true))
 	b.nextCheckpoint()
-	waitUntil(t, "the deletion of the claimed savepoint once subsumed", func() bool { return !exists(t, sp) })
+	b.await("the deletion of the claimed savepoint once subsumed", func() bool { return !exists(t, sp) })
 	if !exists(t, opts.Checkpoint.SavepointDir) {
 		t.Fatalf("the savepoint directory %s is gone with the claimed savepoint", opts.Checkpoint.SavepointDir)
 	}
@@ -338,7 +338,7 @@ func TestNoClaimSavepointNeverDeleted(t *testing.T) {
 	first := b.nextCheckpoint()
 	b.nextCheckpoint()
 	b.nextCheckpoint()
-	waitUntil(t, fmt.Sprintf("the deletion of the subsumed checkpoint %d", first), func() bool {
+	b.await(fmt.Sprintf("the deletion of the subsumed checkpoint %d", first), func() bool {
 		return !exists(t, filepath.Join(jobDir, storage.CheckpointDir(first)))
 	})
 	checkUnchanged(t, sp, before, "while a run from the savepoint checkpoints")

@@ -82,6 +82,24 @@ func (j *liveJob) nextCheckpoint() int64 {
 	return 0
 }
 
+// await polls cond until it holds, failing the test if the job ends first
+// or after a minute.
+func (j *liveJob) await(what string, cond func() bool) {
+	j.t.Helper()
+	deadline := time.Now().Add(time.Minute)
+	for !cond() {
+		select {
+		case err := <-j.done:
+			j.ended, j.err = true, err
+			j.t.Fatalf("job %s ended (%v) while waiting for %s", j.name, err, what)
+		case <-time.After(5 * time.Millisecond):
+		}
+		if time.Now().After(deadline) {
+			j.t.Fatalf("waited a minute for %s", what)
+		}
+	}
+}
+
 // stop cancels the job and waits for its end, which must be the
 // cancellation's.
 func (j *liveJob) stop() {
@@ -145,18 +163,6 @@ func counter(n, keys int64, out string, slow bool) func(*weir.Environment) {
 func runCounter(t *testing.T, opts weir.Options, name string, n, keys int64, out string) error {
 	t.Helper()
 	return startJob(t, opts, name, counter(n, keys, out, false)).wait()
-}
-
-// waitUntil polls cond until it holds, failing the test after a minute.
-func waitUntil(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(time.Minute)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("waited a minute for %s", what)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
 }
 
 func exists(t *testing.T, path string) bool {

@@ -57,7 +57,7 @@ func TestSavepointRelocated(t *testing.T) {
 				return throttled(i)
 			}})
 		})
-		waitUntil(t, "the first record", flowing.Load)
+		j.await("the first record", flowing.Load)
 		sp := j.savepoint(o, stop)
 		if !stop {
 			j.stop()

@@ -48,6 +48,9 @@ args=(run counter --records "$records" --keys "$keys" --rate "$rate"
 	--log-level warn)
 base=(--set "execution.checkpointing.dir=$work/chk")
 restored=(--set "execution.checkpointing.dir=$work/chk2" --set pipeline.name=counter-restored)
+# Run 2 retains every checkpoint it completes, so that the check after its
+# kill sees every reference it made, its first checkpoint's included.
+retain_all=(--set execution.checkpointing.num-retained=1000)
 base_job=$work/chk/counter
 new_job=$work/chk2/counter-restored
 
@@ -106,7 +109,7 @@ fi
 
 # 2. The restored job, by the checkpoint's path, in NO_CLAIM mode: once it
 # completed a checkpoint, the base is deleted under it; then it is killed.
-"$weir" "${args[@]}" "${restored[@]}" --from "$from" "${extra[@]}" 2>>"$work/log" &
+"$weir" "${args[@]}" "${restored[@]}" "${retain_all[@]}" --from "$from" "${extra[@]}" 2>>"$work/log" &
 pid=$!
 if wait_checkpoint "$new_job" "$pid"; then
 	if [[ ! -e $from/_metadata ]]; then
@@ -120,6 +123,23 @@ else
 	wait "$pid" || rc=$?
 	fail "run 2 (job counter-restored) ended with code $rc before its first checkpoint"
 fi
+
+# Every file a checkpoint of run 2 references is in its own job directory:
+# none is one of the base's (deleted by now).
+refs=$("$weir" checkpoints inspect "$new_job" --json | grep -o '"path":"[^"]*/[^"]*"' | sed 's/"path":"//; s/"$//' | sort -u)
+if [[ -z $refs ]]; then
+	fail "run 2 left no complete checkpoint that references files"
+fi
+dangling=()
+for p in $refs; do
+	if [[ ! -f $new_job/$p ]]; then
+		dangling+=("$p")
+	fi
+done
+if ((${#dangling[@]} > 0)); then
+	fail "checkpoints of run 2 reference ${#dangling[@]} files that are not in $new_job: ${dangling[*]}"
+fi
+echo "run 2's checkpoints reference $(echo "$refs" | grep -c .) files, all in its own directory"
 
 # 3. The restored job resumes its own checkpoints, without the base.
 echo "final run (job counter-restored, --from latest)"

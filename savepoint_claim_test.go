@@ -357,3 +357,79 @@ func TestNoClaimSavepointNeverDeleted(t *testing.T) {
 	}
 	checkUnchanged(t, sp, before, "after a run from the savepoint finished")
 }
+
+// CLAIM of one of the job's own checkpoints that is not its newest: the
+// newer checkpoints belong to a timeline the run abandons, and are not
+// its to subsume; they must stay intact, although they share files with
+// the claimed checkpoint, which the run subsumes and deletes. They used to
+// lose those shared files once the run's own checkpoints stopped
+// referencing them: complete checkpoints left behind, damaged.
+func TestClaimOlderOwnCheckpointKeepsNewer(t *testing.T) {
+	t.Parallel()
+	const n, keys = 100_000, 200
+	dir := t.TempDir()
+	opts := claimOptions(t, dir, 5)
+	jobDir := filepath.Join(opts.Checkpoint.Dir, "counter")
+	out := filepath.Join(dir, "out")
+	a := startJob(t, opts, "counter", counter(n, keys, out, true))
+	for range 6 {
+		a.nextCheckpoint()
+	}
+	a.stop()
+	// Claim the newest checkpoint that shares a file with a newer one.
+	ids := completeCheckpoints(t, jobDir)
+	claimed, shared := int64(-1), 0
+	for i := len(ids) - 2; i >= 0 && claimed < 0; i-- {
+		mine := map[string]bool{}
+		for _, p := range sharedOf(readCheckpoint(t, jobDir, ids[i])) {
+			mine[p] = true
+		}
+		for _, id := range ids[i+1:] {
+			for _, p := range sharedOf(readCheckpoint(t, jobDir, id)) {
+				if mine[p] {
+					claimed = ids[i]
+					shared++
+				}
+			}
+		}
+	}
+	if claimed < 0 {
+		t.Skipf("no checkpoint of %v shares a file with a newer one", ids)
+	}
+	newer := map[int64]map[string]fileDigest{}
+	for _, id := range ids {
+		if id > claimed {
+			newer[id] = baseDigests(t, jobDir, readCheckpoint(t, jobDir, id))
+		}
+	}
+	t.Logf("checkpoints %v: claiming %d, which shares %d file references with newer ones", ids, claimed, shared)
+
+	claim := opts
+	claim.Checkpoint.NumRetained = 1
+	claim.Checkpoint.RestorePath, claim.Checkpoint.ClaimMode = filepath.Join(jobDir, storage.CheckpointDir(claimed)), weir.ClaimModeClaim
+	b := startJob(t, claim, "counter", counter(n, keys, out, true))
+	b.nextCheckpoint()
+	b.await(fmt.Sprintf("the deletion of the claimed checkpoint %d once subsumed", claimed), func() bool {
+		return !exists(t, filepath.Join(jobDir, storage.CheckpointDir(claimed)))
+	})
+	// Checkpoints enough for pebble to compact the claimed checkpoint's
+	// files away from the run's own.
+	for range 8 {
+		b.nextCheckpoint()
+	}
+	b.stop()
+	for id, before := range newer {
+		checkUnchanged(t, jobDir, before, fmt.Sprintf("checkpoint %d, newer than the claimed one", id))
+		verifyCheckpoint(t, jobDir, id)
+	}
+	resume := opts
+	resume.Checkpoint.RestorePath = weir.RestoreLatest
+	if err := runCounter(t, resume, "counter", n, keys, out); err != nil {
+		t.Fatalf("resume: %v", err)
+	}
+	// The records between the claimed checkpoint and the newest one were
+	// committed by both runs: duplicates, but nothing lost.
+	if _, missing, _ := counterOutput(t, out, n, keys); missing != 0 {
+		t.Fatalf("%d (key, count) pairs missing", missing)
+	}
+}

@@ -341,7 +341,8 @@ func sleep(ctx context.Context, c clock.Clock, d time.Duration) error {
 
 // prepareStorage picks the first checkpoint id after every chk-<n> the job
 // directory holds, adopts the completed checkpoints when the run starts
-// from one of its own (they are subsumed as usual), and sweeps what a
+// from one of its own (they are subsumed as usual; those newer than it,
+// of a timeline the run abandons, are kept intact), and sweeps what a
 // killed process left: incomplete checkpoints and unreferenced shared
 // files.
 func (r *runner) prepareStorage(ctx context.Context) error {
@@ -356,6 +357,16 @@ func (r *runner) prepareStorage(ctx context.Context) error {
 	own := r.cfg.From != nil && !r.cfg.From.Savepoint && r.cfg.FromStorage.Same(r.cfg.Storage) && r.cfg.FromJob == r.cfg.JobDir
 	for _, e := range entries {
 		r.nextID = max(r.nextID, e.ID+1)
+		if own && e.Complete && e.ID > r.cfg.From.ID {
+			// Newer than the checkpoint restored: not the run's to
+			// subsume, but it may share files with the checkpoints the
+			// run adopts and subsumes. Pinned (adopted, never released),
+			// so that none of its files is deleted with theirs.
+			if cp, err := r.readOwn(ctx, e.ID); err == nil {
+				r.reg.Adopt(e.ID, checkpointSharedPaths(cp))
+			}
+			continue
+		}
 		if !own || !e.Complete || e.ID > r.cfg.From.ID || (e.ID == r.cfg.From.ID && !r.cfg.Claim) {
 			continue
 		}

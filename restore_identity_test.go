@@ -85,7 +85,7 @@ func completeCheckpoints(t *testing.T, jobDir string) []int64 {
 
 // A checkpoint directory given as a file:// URL and a restore path given as
 // a plain path (or the other way round) name the same storage: the
-// restored checkpoint is the job's own, so the resumed run builds on its
+// restored checkpoint, claimed, is the job's own, so the resumed run builds on its
 // changelog instead of uploading the state again, and subsumes it like its
 // own checkpoints. It used to be taken for another job's: kept forever,
 // and the state materialized and uploaded anew.
@@ -123,7 +123,13 @@ func TestRestoreOwnCheckpointAcrossPathAndFileURL(t *testing.T) {
 				from = fileURL(from)
 			}
 			var first *metadata.Checkpoint // the resumed run's first checkpoint
-			done, logs, err := verifyRun(t, dir, chkDir, weir.BackendHashMap, from, 0, changelog, func(cp *metadata.Checkpoint) {
+			// Claimed: an explicitly named checkpoint is the job's own only in
+			// CLAIM mode (NO_CLAIM, the default, pins it and shares nothing).
+			claimed := func(o *weir.Options) {
+				changelog(o)
+				o.Checkpoint.ClaimMode = weir.ClaimModeClaim
+			}
+			done, logs, err := verifyRun(t, dir, chkDir, weir.BackendHashMap, from, 0, claimed, func(cp *metadata.Checkpoint) {
 				if first == nil {
 					first = cp
 				}

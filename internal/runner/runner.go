@@ -311,9 +311,12 @@ func (r *runner) run(ctx context.Context) error {
 			return err
 		}
 		from := "its initial state"
-		if r.latest != nil {
+		switch {
+		case r.latest != nil:
 			restoreFrom, restoreStore, restoreJob = r.latest, r.cfg.Storage, r.cfg.JobDir
 			from = fmt.Sprintf("checkpoint %d", r.latest.ID)
+		case restoreFrom != nil:
+			from = r.cfg.FromPath // no checkpoint of its own yet: the snapshot it started from
 		}
 		r.log.Warn(fmt.Sprintf("Job %s failed; restarting in %s from %s.", r.cfg.JobName, delay, from), "err", err)
 		r.cfg.Monitor.SetState(monitor.Restarting)

@@ -210,3 +210,23 @@ func TestSavepointMaxParallelismChanged(t *testing.T) {
 	}
 	checkCounterOutput(t, out, n, keys)
 }
+
+// A job whose max parallelism is not set adopts the snapshot's, as Flink
+// does: a savepoint taken with max parallelism 13 restores at another
+// parallelism where the default would be 128, with exact output.
+func TestSavepointAdoptsMaxParallelismWhenUnset(t *testing.T) {
+	t.Parallel()
+	const n, keys = 30_000, 200
+	dir := t.TempDir()
+	out := filepath.Join(dir, "out")
+	opts := uidOptions(t, dir)
+	opts.MaxParallelism = 13
+	sp := stoppedSavepoint(t, opts, counter(n, keys, out, true))
+	opts.Checkpoint.RestorePath = sp
+	opts.MaxParallelism = 0
+	opts.Parallelism = 3
+	if err := runCounter(t, opts, "counter", n, keys, out); err != nil {
+		t.Fatalf("restore without a max parallelism: %v", err)
+	}
+	checkCounterOutput(t, out, n, keys)
+}

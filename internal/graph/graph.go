@@ -37,6 +37,10 @@ type Node struct {
 	// MaxParallelism is the number of key groups; 0 means derived from
 	// Parallelism.
 	MaxParallelism int
+	// MaxParallelismDerived is set by Build when MaxParallelism was not
+	// given and was derived from the parallelism: a restore may then
+	// adopt the snapshot's max parallelism instead, as Flink does.
+	MaxParallelismDerived bool
 	// Source and Sink mark the graph's ends.
 	Source, Sink bool
 	// NoChain starts a new chain at this node even where it could be chained
@@ -144,6 +148,7 @@ func Build(g *Graph, opts Options) (*JobGraph, error) {
 		}
 		if n.MaxParallelism == 0 && n.Parallelism > 0 {
 			n.MaxParallelism = keygroup.DefaultMaxParallelism(n.Parallelism)
+			n.MaxParallelismDerived = true
 		}
 		if err := keygroup.Validate(n.Parallelism, n.MaxParallelism); err != nil {
 			errs = append(errs, fmt.Errorf("operator %q: %w", n.Name, err))

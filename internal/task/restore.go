@@ -123,6 +123,11 @@ func mapRestoredStateAllow(jg *graph.JobGraph, cp *metadata.Checkpoint, skip fun
 			errs = append(errs, fmt.Sprintf("the checkpoint has state for operator uid %q (%s), which the job does not have; give the operator its old uid, or drop the state with --allow-non-restored-state (execution.state-recovery.ignore-unclaimed-state)", op.UID, op.Name))
 			continue
 		}
+		if n.MaxParallelism != op.MaxParallelism && n.MaxParallelismDerived && op.MaxParallelism >= n.Parallelism {
+			// Not set by the user: the snapshot's key groups stay (Flink
+			// adopts the restored max parallelism too).
+			n.MaxParallelism = op.MaxParallelism
+		}
 		if n.MaxParallelism != op.MaxParallelism {
 			errs = append(errs, fmt.Sprintf("operator %q: max parallelism is %d, the checkpoint was taken with %d; key groups cannot be remapped, set pipeline.max-parallelism back to %d", n.Name, n.MaxParallelism, op.MaxParallelism, op.MaxParallelism))
 			continue

@@ -127,6 +127,9 @@ func (a Trigger) String() string {
 	if a.Periodic {
 		kind = "periodic"
 	}
+	if a.Options.Unaligned {
+		kind += " unaligned"
+	}
 	if a.Options.Kind == checkpoint.KindSavepoint {
 		kind = "savepoint format=" + a.Options.Format.String()
 		if a.Options.Synchronous {

@@ -37,6 +37,9 @@ type Coordinator[H any] struct {
 
 	failures int  // consecutive counted failures
 	stopped  bool // Shutdown or FailJob
+	// stoppedWith is the synchronous savepoint that completed: the tasks
+	// finish, nothing more is triggered.
+	stoppedWith int64
 
 	actions []Action
 }
@@ -238,8 +241,12 @@ func (c *Coordinator[H]) periodic() {
 	c.trigger(true, c.checkpointOptions(checkpoint.FormatConfigured))
 }
 
-// stopping reports whether a synchronous savepoint is pending.
+// stopping reports whether a synchronous savepoint is pending or has
+// completed (the tasks are finishing): nothing else is triggered then.
 func (c *Coordinator[H]) stopping() bool {
+	if c.stoppedWith != 0 {
+		return true
+	}
 	for _, p := range c.pending {
 		if p.opts.Synchronous {
 			return true
@@ -248,10 +255,22 @@ func (c *Coordinator[H]) stopping() bool {
 	return false
 }
 
-// checkpointOptions are the options of a checkpoint triggered now.
+// savepointPending reports whether a savepoint is pending.
+func (c *Coordinator[H]) savepointPending() bool {
+	for _, p := range c.pending {
+		if p.opts.Kind == checkpoint.KindSavepoint {
+			return true
+		}
+	}
+	return false
+}
+
+// checkpointOptions are the options of a checkpoint triggered now. While a
+// savepoint is pending, checkpoints are aligned: an unaligned barrier would
+// overtake the savepoint's and abort it at the tasks.
 func (c *Coordinator[H]) checkpointOptions(format checkpoint.Format) checkpoint.Options {
 	return checkpoint.Options{Kind: checkpoint.KindCheckpoint, Format: format, LastCompleted: c.lastCompletedID,
-		Unaligned: c.cfg.Unaligned && !c.alignedOnly, AlignedTimeout: c.cfg.AlignedTimeout}
+		Unaligned: c.cfg.Unaligned && !c.alignedOnly && !c.savepointPending(), AlignedTimeout: c.cfg.AlignedTimeout}
 }
 
 // runQueued fires a queued periodic trigger if a slot is free; the schedule
@@ -417,6 +436,7 @@ func (c *Coordinator[H]) MetadataWritten(now time.Time, id int64) {
 				id, c.cfg.JobName, st.Bytes, dur.Milliseconds()),
 		})
 		if p.opts.Synchronous {
+			c.stoppedWith = id
 			c.emit(NotifyComplete{ID: id})
 		}
 		c.runQueued()
@@ -441,7 +461,8 @@ func (c *Coordinator[H]) MetadataWritten(now time.Time, id int64) {
 		c.retained = slices.Clone(c.retained[n:])
 	}
 	for _, old := range c.Pending() {
-		if old < id {
+		// A savepoint is the user's: a checkpoint never subsumes it.
+		if old < id && c.pending[old].opts.Kind != checkpoint.KindSavepoint {
 			c.abort(c.pending[old], ReasonSubsumed,
 				fmt.Sprintf("Checkpoint %d of job %s subsumed by completed checkpoint %d.", old, c.cfg.JobName, id),
 				ErrCheckpointSubsumed)

@@ -88,6 +88,7 @@ func TestScripts(t *testing.T) {
 					TolerableFailures: int(num("tolerable", 0)),
 					NumRetained:       int(num("retained", 0)),
 					JobName:           str("job", "J"),
+					Unaligned:         d.HasArg("unaligned"),
 				}
 				if a, ok := d.Arg("tasks"); ok {
 					for _, v := range a.Vals {

@@ -166,7 +166,6 @@ func (j *Job) TriggerCheckpoint(id, triggerTime int64, opts checkpoint.Options) 
 // it holds everything the job produced: with Options.FinalCheckpoint,
 // subtasks then finish.
 func (j *Job) NotifyCheckpointComplete(id int64, final bool) {
-	j.targets.drop(id)
 	for _, t := range j.tasks {
 		t.mail.post(func() error {
 			err := t.notify(id, true)
@@ -179,7 +178,7 @@ func (j *Job) NotifyCheckpointComplete(id int64, final bool) {
 // NotifyCheckpointAborted tells every subtask that checkpoint id was
 // aborted.
 func (j *Job) NotifyCheckpointAborted(id int64) {
-	j.targets.drop(id)
+	j.targets.abort(id)
 	for _, g := range j.chanGroups {
 		g.abort(id, fmt.Errorf("checkpoint %d: %w", id, errChannelStateAborted))
 	}
@@ -278,10 +277,15 @@ func (t *task) snapshotAndForward(id, triggerTime int64, opts checkpoint.Options
 			cs.finish(nil) // aligned inputs: only the outputs' part
 		}
 	}
-	if opts.Synchronous && !opts.Drain && id > t.syncAborted {
-		// Stop-with-savepoint: nothing more is processed until it
-		// completes (the task then finishes) or is aborted.
-		t.suspended = id
+	if opts.Synchronous && id > t.syncAborted {
+		// Stop-with-savepoint: no timer fires any more, and, without
+		// drain, nothing more is processed until it completes (the task
+		// then finishes) or is aborted. (With drain the input has ended
+		// before the barrier.)
+		t.quiesced = id
+		if !opts.Drain {
+			t.suspended = id
+		}
 	}
 	a := Ack{ID: id, StartDelay: max(startDelay, 0), Alignment: alignment, Sync: t.clock.Now().Sub(start), Unaligned: unaligned}
 	t.perf.checkpointed(a.StartDelay, a.Alignment)
@@ -474,6 +478,9 @@ func (t *task) decline(a Ack, err error) {
 // the bytes it uploaded.
 func (t *task) uploadNative(id int64, base string, nu *NativeUpload) (*metadata.NativeState, int64, error) {
 	if sp, ok := t.targets.get(id); ok {
+		if sp.aborted {
+			return nil, 0, fmt.Errorf("savepoint %d was aborted", id)
+		}
 		// A savepoint holds its own copy of every file.
 		u := upload.Native{Store: sp.Store, Job: sp.Dir, Checkpoint: id, Savepoint: true,
 			PrivateName: func(name string) string { return base + "-" + sanitize(name) }}

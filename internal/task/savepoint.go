@@ -18,6 +18,8 @@ import (
 type Target struct {
 	Store *storage.Storage
 	Dir   string
+	// aborted: the savepoint was aborted; nothing more is written for it.
+	aborted bool
 }
 
 // targets are the savepoints in progress, by id; every subtask reads them.
@@ -42,10 +44,17 @@ func (ts *targets) get(id int64) (Target, bool) {
 	return t, ok
 }
 
-func (ts *targets) drop(id int64) {
+// abort marks savepoint id aborted. Entries are kept (a few bytes per
+// savepoint): a subtask still writing for it must neither go on writing
+// into its directory nor take it for a checkpoint and write into
+// chk-<id>.
+func (ts *targets) abort(id int64) {
 	ts.mu.Lock()
 	defer ts.mu.Unlock()
-	delete(ts.m, id)
+	if t, ok := ts.m[id]; ok {
+		t.aborted = true
+		ts.m[id] = t
+	}
 }
 
 // TriggerSavepoint starts savepoint id (opts.Kind checkpoint.KindSavepoint)
@@ -85,6 +94,9 @@ func (j *Job) TriggerSavepoint(id, triggerTime int64, opts checkpoint.Options, t
 // directory for a savepoint, under chk-<id>/ for a checkpoint.
 func (t *task) createFile(ctx context.Context, id int64, name string) (storage.FileWriter, error) {
 	if sp, ok := t.targets.get(id); ok {
+		if sp.aborted {
+			return nil, fmt.Errorf("savepoint %d was aborted", id)
+		}
 		return sp.Store.CreateSavepointFile(ctx, sp.Dir, name)
 	}
 	if t.store == nil {
@@ -118,6 +130,9 @@ func (t *task) suspend(ctx context.Context) (stopped bool, err error) {
 // noteSynchronous records what a completed or aborted snapshot means for a
 // task suspended by a synchronous savepoint.
 func (t *task) noteSynchronous(id int64, complete bool) {
+	if id == t.quiesced && !complete {
+		t.quiesced = 0
+	}
 	if id != t.suspended {
 		if !complete {
 			t.syncAborted = max(t.syncAborted, id)

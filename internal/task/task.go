@@ -97,14 +97,16 @@ type task struct {
 	// synchronous savepoint completed and the task finishes. drained: a
 	// drain ended the source's input; inputEnded: the source's input
 	// ended (either way).
-	suspended, syncAborted       int64
-	stopped, drained, inputEnded bool
-	runID                        string
-	hooks                        FaultHooks
-	async                        sync.WaitGroup // asynchronous phases in flight
-	final                        bool           // wait for a final checkpoint after the end of input
-	finalDone                    bool           // the final checkpoint completed
-	onEnded                      func()         // called once when a source task's input ended
+	// quiesced is a synchronous savepoint the task snapshotted for (with
+	// or without drain): its timers do not fire until it is aborted.
+	suspended, syncAborted, quiesced int64
+	stopped, drained, inputEnded     bool
+	runID                            string
+	hooks                            FaultHooks
+	async                            sync.WaitGroup // asynchronous phases in flight
+	final                            bool           // wait for a final checkpoint after the end of input
+	finalDone                        bool           // the final checkpoint completed
+	onEnded                          func()         // called once when a source task's input ended
 
 	counters              []RecordCounter
 	recordsIn, recordsOut atomic.Int64 // published by publishCounts
@@ -364,8 +366,10 @@ func (t *task) tick() error {
 	t.publishCounts()
 	now := t.clock.Now()
 	t.debloatTick(now)
-	if err := t.runDue(now); err != nil {
-		return err
+	if t.quiesced == 0 {
+		if err := t.runDue(now); err != nil {
+			return err
+		}
 	}
 	if t.bufferTimeout > 0 && now.Sub(t.lastFlush) >= t.bufferTimeout {
 		t.flush(now)
@@ -481,7 +485,7 @@ func (t *task) awaitOutputs(ctx context.Context) error {
 // ends. With no ready channel it waits for backoff at most.
 func (t *task) wait(ctx context.Context, ready <-chan struct{}, backoff time.Duration) error {
 	d := backoff
-	if len(t.timers) > 0 {
+	if len(t.timers) > 0 && t.quiesced == 0 {
 		due := t.timers[0].at.Sub(t.clock.Now())
 		if due <= 0 {
 			return nil

@@ -85,8 +85,9 @@ type Config struct {
 	FromStorage *storage.Storage
 	FromJob     string
 	// FromPath is From's directory relative to FromStorage's root
-	// ("<job>/chk-<n>" or a savepoint directory), for logs and records.
-	FromPath string
+	// ("<job>/chk-<n>" or a savepoint directory), for records;
+	// FromLocation is where the user named it, for logs.
+	FromPath, FromLocation string
 	// Claim says the run owns From (resumed with latest, or restored in
 	// CLAIM mode): From counts as one of its retained checkpoints and is
 	// deleted once subsumed, and new checkpoints may share its files when
@@ -316,7 +317,7 @@ func (r *runner) run(ctx context.Context) error {
 			restoreFrom, restoreStore, restoreJob = r.latest, r.cfg.Storage, r.cfg.JobDir
 			from = fmt.Sprintf("checkpoint %d", r.latest.ID)
 		case restoreFrom != nil:
-			from = r.cfg.FromPath // no checkpoint of its own yet: the snapshot it started from
+			from = r.cfg.FromLocation // no checkpoint of its own yet: the snapshot it started from
 		}
 		r.log.Warn(fmt.Sprintf("Job %s failed; restarting in %s from %s.", r.cfg.JobName, delay, from), "err", err)
 		r.cfg.Monitor.SetState(monitor.Restarting)
@@ -358,8 +359,22 @@ func (r *runner) prepareStorage(ctx context.Context) error {
 		return fmt.Errorf("list checkpoints: %w", err)
 	}
 	own := r.cfg.From != nil && !r.cfg.From.Savepoint && r.cfg.FromStorage.Same(r.cfg.Storage) && r.cfg.FromJob == r.cfg.JobDir
+	// A checkpoint of this directory an earlier run restored in NO_CLAIM
+	// mode stays the user's in later runs too: pinned, never adopted.
+	pinned := r.noClaimPin(ctx)
+	if own && pinned == r.cfg.From.ID && r.cfg.FromRestoreLatest {
+		// Resuming the pinned checkpoint itself (the NO_CLAIM run took
+		// none of its own): it is still not the job's.
+		r.cfg.Claim = false
+	}
 	for _, e := range entries {
 		r.nextID = max(r.nextID, e.ID+1)
+		if e.ID == pinned && e.Complete && (r.cfg.From == nil || e.ID != r.cfg.From.ID) {
+			if cp, err := r.readOwn(ctx, e.ID); err == nil {
+				r.reg.Adopt(e.ID, checkpointSharedPaths(cp))
+			}
+			continue
+		}
 		if own && e.Complete && e.ID > r.cfg.From.ID {
 			// Newer than the checkpoint restored: not the run's to
 			// subsume, but it may share files with the checkpoints the
@@ -437,6 +452,11 @@ func (r *runner) endRetention(ctx context.Context, deleting ...Retention) {
 	for _, id := range r.retained {
 		if c := r.claimed; c != nil && id == c.id {
 			r.claimed = nil
+			if len(r.completedIDs) == 0 {
+				// Nothing newer exists: the claimed snapshot is all there
+				// is of the job's state, whatever the retention says.
+				continue
+			}
 			if err := c.release(ctx); err != nil {
 				r.log.Warn("could not delete the claimed snapshot", "snapshot", c.path, "err", err)
 			}
@@ -490,7 +510,7 @@ func (r *runner) attempt(ctx context.Context, cp *metadata.Checkpoint, cpStore *
 	if cp != nil {
 		what := fmt.Sprintf("checkpoint %d", cp.ID)
 		if cp.Savepoint {
-			what = "savepoint " + r.cfg.FromPath
+			what = "savepoint " + r.cfg.FromLocation
 		}
 		mode := "CLAIM"
 		if cp == r.cfg.From && !r.cfg.Claim {
@@ -514,7 +534,7 @@ func (r *runner) attempt(ctx context.Context, cp *metadata.Checkpoint, cpStore *
 		if cp != nil {
 			path := fmt.Sprintf("%s/chk-%d", cpJob, cp.ID)
 			if cp.Savepoint {
-				path = cpJob
+				path = r.cfg.FromLocation
 			}
 			m.Checkpoints.Restored(stats.Restored{ID: cp.ID, Time: r.cfg.Clock.Now(), ExternalPath: path, Savepoint: cp.Savepoint})
 		}
@@ -560,6 +580,18 @@ type driver struct {
 	// checkpoint).
 	savepoints map[int64]*savepointState
 	drainID    int64
+	// drainFailed: a drain's savepoint failed after the sources ended; no
+	// final checkpoint may be taken of that state.
+	drainFailed bool
+	// stopped is the completed stop-with-savepoint, answered by finish.
+	stopped *stopReply
+}
+
+// stopReply is a completed stop-with-savepoint's answer, held until the
+// tasks ended.
+type stopReply struct {
+	reply  chan<- ManualResult
+	result ManualResult
 }
 
 func (d *driver) run() error {
@@ -665,7 +697,7 @@ func (d *driver) run() error {
 			return d.finish(jobErr)
 		}
 		d.apply()
-		if d.finalAfter > 0 && !d.finalDone && len(d.coord.Pending()) == 0 && !d.coord.Stopped() {
+		if d.finalAfter > 0 && !d.finalDone && !d.drainFailed && len(d.coord.Pending()) == 0 && !d.coord.Stopped() {
 			if _, err := d.coord.TriggerManual(r.cfg.Clock.Now(), checkpoint.FormatConfigured); err == nil {
 				d.apply()
 			}
@@ -741,6 +773,18 @@ func (d *driver) finish(jobErr error) error {
 	for id, reply := range d.manual {
 		reply <- ManualResult{ID: id, Err: errors.New("the job ended before the checkpoint completed")}
 	}
+	if s := d.stopped; s != nil {
+		// A stop is answered once the tasks ended: only then is its
+		// savepoint committed by every sink.
+		res := s.result
+		if jobErr != nil {
+			jobErr = fmt.Errorf("%w: the job failed while it stopped after its savepoint %s completed: %w; "+
+				"restore from the savepoint (the restore commits what the savepoint's sinks had not committed yet)",
+				ErrNotRestartable, res.Path, jobErr)
+			res.Err = jobErr
+		}
+		s.reply <- res
+	}
 	return jobErr
 }
 
@@ -748,7 +792,12 @@ func (d *driver) onAck(a task.Ack) {
 	now := d.r.cfg.Clock.Now()
 	if sp := d.savepoints[a.ID]; sp != nil {
 		// A savepoint's files are its own directory's: the registry never
-		// sees them.
+		// sees them. A subtask that declines after the savepoint was
+		// aborted may have written into its directory since it was
+		// deleted.
+		if a.Declined != nil && sp.aborted {
+			d.discardSavepoint(a.ID, sp)
+		}
 	} else if a.Declined == nil {
 		// From here on only the registry decides when these files go,
 		// whatever the coordinator does with the acknowledgement.
@@ -876,7 +925,16 @@ func (d *driver) apply() {
 			} else {
 				r.log.Warn(a.Message, args...)
 			}
-			if sp := d.savepoints[a.ID]; sp != nil && sp.stop {
+			if sp := d.savepoints[a.ID]; sp != nil && sp.drain && a.Reason != coordinator.ReasonJobCanceled && a.Reason != coordinator.ReasonJobFailing {
+				// The sources have ended their input and the final
+				// watermark fired every window: going on would finish the
+				// job with what the drain emitted. The attempt fails and
+				// restarts from the latest checkpoint, before the drain.
+				err := fmt.Errorf("stop-with-savepoint with drain of job %s failed (%s): its sources had already ended their input, so the job restarts from its latest checkpoint", r.cfg.JobName, a.Message)
+				r.log.Warn(err.Error())
+				d.drainFailed = true
+				d.job.Cancel(err)
+			} else if sp != nil && sp.stop {
 				r.log.Warn(fmt.Sprintf("Stop-with-savepoint of job %s failed; the job goes on running.", r.cfg.JobName))
 			}
 			if reply, ok := d.manual[a.ID]; ok {
@@ -891,6 +949,7 @@ func (d *driver) apply() {
 			delete(d.pending, a.ID)
 			delete(d.triggers, a.ID)
 			if sp := d.savepoints[a.ID]; sp != nil {
+				sp.aborted = true
 				d.discardSavepoint(a.ID, sp)
 				break
 			}
@@ -972,6 +1031,10 @@ func (d *driver) writeMetadata(a coordinator.WriteMetadata[taskState]) {
 	sp := d.savepoints[a.ID]
 	if sp != nil {
 		cp.Savepoint, cp.Format = true, sp.format.String()
+		if sp.format == checkpoint.FormatNative && !hasNative(cp) {
+			// A backend without native files wrote the canonical stream.
+			cp.Format = checkpoint.FormatCanonical.String()
+		}
 	}
 	d.pending[a.ID] = cp
 	payload, err := metadata.Encode(cp)

@@ -7,6 +7,8 @@ import (
 	"net/url"
 	"path"
 	"path/filepath"
+	"slices"
+	"strconv"
 	"strings"
 
 	"github.com/weirstream/weir/internal/checkpoint"
@@ -23,6 +25,7 @@ type savepointState struct {
 	path        string           // its location, as weir run --from takes it
 	format      checkpoint.Format
 	stop, drain bool
+	aborted     bool
 }
 
 func (s *savepointState) kind() string {
@@ -103,16 +106,24 @@ func (d *driver) savepointCompleted(a coordinator.Completed, cp *metadata.Checkp
 	if m := r.cfg.Monitor; m != nil {
 		m.Checkpoints.Completed(a.ID, r.cfg.Clock.Now(), cp.Bytes, cp.FullBytes, 0, sp.path)
 	}
+	res := ManualResult{ID: a.ID, Path: sp.path}
 	if sp.stop {
 		r.stoppedWith = sp.path
 		if sp.drain {
 			d.finalDone = true
 		}
-	}
-	if reply, ok := d.manual[a.ID]; ok {
-		reply <- ManualResult{ID: a.ID, Path: sp.path}
+		if reply, ok := d.manual[a.ID]; ok {
+			d.stopped = &stopReply{reply: reply, result: res}
+			delete(d.manual, a.ID)
+		}
+	} else if reply, ok := d.manual[a.ID]; ok {
+		reply <- res
 		delete(d.manual, a.ID)
 	}
+	// Every subtask acknowledged: nothing more is written into it.
+	delete(d.savepoints, a.ID)
+	r.spStores = slices.DeleteFunc(r.spStores, func(s *storage.Storage) bool { return s == sp.store })
+	_ = sp.store.Close()
 }
 
 // discardSavepoint deletes an aborted savepoint's directory, once its
@@ -151,6 +162,13 @@ func (r *runner) releaseClaimed(c *claimedBase) {
 		defer r.bg.Done()
 		ctx, cancel := context.WithTimeout(context.Background(), cleanupTimeout)
 		defer cancel()
+		// Another run restored from it without claiming it and still
+		// needs it: it stays.
+		if hs, err := pins.Holders(ctx, c.store, c.store.Location(), c.path); err != nil || len(hs) > 0 {
+			r.log.Warn("not deleting the claimed snapshot: another job restored from it and has no checkpoint of its own yet, or its restore records cannot be read",
+				"snapshot", c.path, "holders", len(hs), "err", err)
+			return
+		}
 		if err := c.release(ctx); err != nil {
 			r.log.Warn("could not delete the claimed snapshot", "snapshot", c.path, "err", err)
 			return
@@ -249,4 +267,38 @@ func (r *runner) releaseRestore(id int64) {
 			log.Warn("could not mark the restore record released; weir checkpoints delete may refuse to delete the snapshot the job started from", "err", err)
 		}
 	}()
+}
+
+// noClaimPin returns the id of the checkpoint of the job's own directory
+// that its restore record says a run restored in NO_CLAIM mode, 0 if none.
+func (r *runner) noClaimPin(ctx context.Context) int64 {
+	rec, ok, err := pins.Read(ctx, r.cfg.Storage, r.cfg.JobDir)
+	if err != nil {
+		r.log.Warn("cannot read the job's restore record; a checkpoint restored in NO_CLAIM mode may be subsumed", "err", err)
+		return 0
+	}
+	if !ok || rec.Mode != pins.ModeNoClaim || rec.Root != r.cfg.Storage.Location() {
+		return 0
+	}
+	job, chk, found := strings.Cut(rec.Path, "/")
+	if !found || job != r.cfg.JobDir {
+		return 0
+	}
+	id, err := strconv.ParseInt(strings.TrimPrefix(chk, "chk-"), 10, 64)
+	if err != nil || !strings.HasPrefix(chk, "chk-") {
+		return 0
+	}
+	return id
+}
+
+// hasNative reports whether any subtask of cp holds native state files.
+func hasNative(cp *metadata.Checkpoint) bool {
+	for _, op := range cp.Operators {
+		for _, st := range op.Subtasks {
+			if st.Native != nil {
+				return true
+			}
+		}
+	}
+	return false
 }

@@ -212,7 +212,10 @@ func resolveRestore(ctx context.Context, cfg *Config, o StorageOptions, store *s
 			return nil, fmt.Errorf("restore mode %s needs checkpointing (execution.checkpointing.interval): the claimed snapshot is deleted once checkpoints subsume it", ClaimModeClaim)
 		}
 	}
-	cfg.From, cfg.FromStorage, cfg.FromJob, cfg.FromPath = meta, from, fromJob, fromPath
+	cfg.From, cfg.FromStorage, cfg.FromJob, cfg.FromPath, cfg.FromLocation = meta, from, fromJob, fromPath, o.RestorePath
+	if o.RestorePath == RestoreLatest {
+		cfg.FromLocation = fmt.Sprintf("%s (latest)", fromPath)
+	}
 	return closeFrom, nil
 }
 

@@ -107,6 +107,10 @@ func mapRestoredStateAllow(jg *graph.JobGraph, cp *metadata.Checkpoint, skip fun
 	}
 	out := map[string]*restoredOp{}
 	var errs []string
+	kind := "checkpoint"
+	if cp.Savepoint {
+		kind = "savepoint"
+	}
 	for i := range cp.Operators {
 		op := &cp.Operators[i]
 		n, ok := nodes[op.UID]
@@ -120,7 +124,7 @@ func mapRestoredStateAllow(jg *graph.JobGraph, cp *metadata.Checkpoint, skip fun
 			continue
 		}
 		if !ok {
-			errs = append(errs, fmt.Sprintf("the checkpoint has state for operator uid %q (%s), which the job does not have; give the operator its old uid, or drop the state with --allow-non-restored-state (execution.state-recovery.ignore-unclaimed-state)", op.UID, op.Name))
+			errs = append(errs, fmt.Sprintf("the %s has state for operator uid %q (%s), which the job does not have; give the operator its old uid, or drop the state with --allow-non-restored-state (execution.state-recovery.ignore-unclaimed-state)", kind, op.UID, op.Name))
 			continue
 		}
 		if n.MaxParallelism != op.MaxParallelism && n.MaxParallelismDerived && op.MaxParallelism >= n.Parallelism {
@@ -136,7 +140,7 @@ func mapRestoredStateAllow(jg *graph.JobGraph, cp *metadata.Checkpoint, skip fun
 	}
 	if len(errs) > 0 {
 		sort.Strings(errs)
-		return nil, fmt.Errorf("%w (checkpoint %d): %s", ErrStateMismatch, cp.ID, strings.Join(errs, "; "))
+		return nil, fmt.Errorf("%w (%s %d): %s", ErrStateMismatch, kind, cp.ID, strings.Join(errs, "; "))
 	}
 	return out, nil
 }

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/weirstream/weir"
+	"github.com/weirstream/weir/internal/checkpoint/metadata"
 	"github.com/weirstream/weir/sink"
 )
 
@@ -533,4 +534,88 @@ func TestSavepointsOverlapConcurrentCheckpoints(t *testing.T) {
 		}
 		checkSums(t, out, n, keys, "resumed from "+filepath.Base(p))
 	}
+}
+
+// A savepoint is never subsumed (Flink: a pending savepoint cannot be
+// subsumed): a checkpoint triggered after it that completes first does
+// not abort it. The savepoint's uploads wait until that checkpoint
+// completed; the savepoint then completes, and the job finishes with exact
+// output.
+func TestSavepointNotSubsumedByLaterCheckpoint(t *testing.T) {
+	t.Parallel()
+	const n, keys = 20_000, 50
+	dir := t.TempDir()
+	opts := weir.Options{Parallelism: 2, StateDir: filepath.Join(dir, "state"), Logger: quietLogger(t),
+		Checkpoint: weir.CheckpointOptions{Interval: time.Hour, MaxConcurrent: 2, Dir: filepath.Join(dir, "chk"),
+			SavepointDir: filepath.Join(dir, "savepoints")},
+		Restart: weir.RestartOptions{Type: "none"}}
+	env := weir.NewEnvironment(opts)
+	var spID atomic.Int64
+	entered, release := make(chan struct{}), make(chan struct{})
+	var enteredOnce, releaseOnce sync.Once
+	weir.SetTestHooks(env, weir.TestHooks{
+		Upload: func(_, _ int, id int64) error {
+			spID.CompareAndSwap(0, id) // the savepoint is the first snapshot
+			if id != spID.Load() {
+				return nil
+			}
+			enteredOnce.Do(func() { close(entered) })
+			select {
+			case <-release:
+			case <-time.After(10 * time.Second):
+			}
+			return nil
+		},
+		Completed: func(id int64, _ *metadata.Checkpoint) {
+			if id > spID.Load() {
+				releaseOnce.Do(func() { close(release) })
+			}
+		},
+	})
+	var reached atomic.Bool
+	counterJobWith(env, n, keys, sink.Files(filepath.Join(dir, "out"), func(s string) string { return s }), counterHooks{
+		throttle: func(i int64) bool {
+			if i%(n/2) >= n/8 {
+				reached.Store(true)
+				return i%8 == 0
+			}
+			return false
+		}})
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	done := make(chan error, 1)
+	go func() { done <- env.Execute(ctx, "counter") }()
+	spWait(t, done, cancel, "the job got going", reached.Load)
+	type result struct {
+		path string
+		err  error
+	}
+	spRes := make(chan result, 1)
+	go func() {
+		p, err := env.TriggerSavepoint(ctx, weir.SavepointOptions{})
+		spRes <- result{p, err}
+	}()
+	select {
+	case <-entered:
+	case <-time.After(time.Minute):
+		cancel()
+		<-done
+		t.Fatal("the savepoint's upload never started")
+	}
+	id, err := env.TriggerCheckpoint(ctx)
+	if err != nil {
+		releaseOnce.Do(func() { close(release) })
+		cancel()
+		<-done
+		t.Fatalf("checkpoint while the savepoint uploads: %v", err)
+	}
+	r := <-spRes
+	if err := <-done; err != nil {
+		t.Fatalf("the job: %v", err)
+	}
+	if r.err != nil {
+		t.Fatalf("savepoint %d, pending when checkpoint %d completed: %v; want it to complete (a savepoint is not subsumed)", spID.Load(), id, r.err)
+	}
+	readSavepoint(t, r.path)
+	checkCounterOutput(t, filepath.Join(dir, "out"), n, keys)
 }

@@ -441,7 +441,9 @@ func (c *Coordinator[H]) MetadataWritten(now time.Time, id int64) {
 		c.retained = slices.Clone(c.retained[n:])
 	}
 	for _, old := range c.Pending() {
-		if old < id {
+		// A savepoint is never subsumed (Flink's canBeSubsumed): it
+		// completes or fails on its own.
+		if old < id && c.pending[old].opts.Kind != checkpoint.KindSavepoint {
 			c.abort(c.pending[old], ReasonSubsumed,
 				fmt.Sprintf("Checkpoint %d of job %s subsumed by completed checkpoint %d.", old, c.cfg.JobName, id),
 				ErrCheckpointSubsumed)

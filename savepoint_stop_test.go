@@ -452,9 +452,9 @@ func checkSums(t *testing.T, out string, n, keys int64, what string) {
 
 // Savepoints overlap checkpoints (every 10 ms, up to 3 at a time) and each
 // other: six are triggered, three at once twice, while the job runs. Each
-// completes or fails with an error (leaving no directory), the job
-// finishes with exact output, and every completed savepoint, restored at
-// another parallelism, finishes the job with exact output.
+// completes (the savepoint directory holds them and nothing else), the job
+// finishes with exact output, and every savepoint, restored at another
+// parallelism, finishes the job with exact output.
 func TestSavepointsOverlapConcurrentCheckpoints(t *testing.T) {
 	t.Parallel()
 	const n, keys = 20_000, 31
@@ -507,8 +507,11 @@ func TestSavepointsOverlapConcurrentCheckpoints(t *testing.T) {
 	}
 	checkSums(t, filepath.Join(dir, "out"), n, keys, "the job")
 	t.Logf("%d savepoints completed, %d failed %v; %d checkpoints completed", len(paths), len(failed), failed, completed.Load())
-	if len(paths) == 0 {
-		t.Fatalf("no savepoint completed: %v", failed)
+	// Nothing fails here and the job runs until the last one completed:
+	// a savepoint has no reason to fail (a checkpoint that completes
+	// before it does not subsume it).
+	if len(failed) > 0 {
+		t.Errorf("%d of 6 savepoints failed: %v", len(failed), failed)
 	}
 	entries, err := os.ReadDir(spDir)
 	if err != nil {

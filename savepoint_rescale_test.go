@@ -750,7 +750,7 @@ func TestSavepointRescaling(t *testing.T) {
 			t.Run(fmt.Sprintf("%s-%s/maxp%d", c.format, c.backend, maxP), func(t *testing.T) {
 				t.Parallel()
 				dir := t.TempDir()
-				rt := &rsTest{n: 12_000, keys: 37, rules: 24, dir: dir, out: filepath.Join(dir, "out"), backend: c.backend, maxP: maxP}
+				rt := &rsTest{n: 8_000, keys: 37, rules: 24, dir: dir, out: filepath.Join(dir, "out"), backend: c.backend, maxP: maxP}
 				steps := []struct {
 					p      int
 					target int64

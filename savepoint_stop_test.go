@@ -622,3 +622,106 @@ func TestSavepointNotSubsumedByLaterCheckpoint(t *testing.T) {
 	readSavepoint(t, r.path)
 	checkCounterOutput(t, filepath.Join(dir, "out"), n, keys)
 }
+
+// Once a stop-with-savepoint completed nothing more is triggered: the
+// tasks are finishing. A periodic slot that came while the first
+// checkpoint was pending (its uploads wait) is queued; the stop's
+// savepoint is triggered past it and releases that checkpoint. Neither
+// that checkpoint's completion nor the savepoint's may fire the queued
+// trigger: the snapshot a stopped subtask would take of it (served in the
+// same mail as the savepoint's completion) is useless, and with unaligned
+// checkpoints its in-flight data never completes, so the job hung until
+// its context expired (and then reported success). The job ends on its
+// own right after the stop, no snapshot follows the savepoint, and the
+// job resumed from it finishes with exact output.
+func TestNoCheckpointAfterStopWithSavepoint(t *testing.T) {
+	for _, unaligned := range []bool{false, true} {
+		t.Run(fmt.Sprintf("unaligned=%v", unaligned), func(t *testing.T) {
+			t.Parallel()
+			const n, keys = 20_000, 50
+			dir := t.TempDir()
+			out := filepath.Join(dir, "out")
+			opts := weir.Options{Parallelism: 2, StateDir: filepath.Join(dir, "state"), Logger: quietLogger(t),
+				Checkpoint: weir.CheckpointOptions{Interval: 10 * time.Millisecond, Unaligned: unaligned, Dir: filepath.Join(dir, "chk"),
+					SavepointDir: filepath.Join(dir, "savepoints")},
+				Restart: weir.RestartOptions{Type: "none"}}
+			env := weir.NewEnvironment(opts)
+			var first, maxSnapshot atomic.Int64
+			var stopping atomic.Bool
+			blocked, release := make(chan struct{}), make(chan struct{})
+			var blockOnce, releaseOnce sync.Once
+			weir.SetTestHooks(env, weir.TestHooks{
+				Sync: func(_, _ int, id int64) error {
+					for m := maxSnapshot.Load(); id > m && !maxSnapshot.CompareAndSwap(m, id); m = maxSnapshot.Load() {
+					}
+					return nil
+				},
+				Upload: func(_, _ int, id int64) error {
+					first.CompareAndSwap(0, id)
+					switch {
+					case id == first.Load():
+						blockOnce.Do(func() { close(blocked) })
+						select {
+						case <-release:
+						case <-time.After(20 * time.Second):
+						}
+					case stopping.Load():
+						releaseOnce.Do(func() { close(release) })
+					}
+					return nil
+				},
+			})
+			var reached atomic.Bool
+			counterJobWith(env, n, keys, sink.Files(out, func(s string) string { return s }), counterHooks{
+				throttle: func(i int64) bool {
+					if i%(n/2) >= n/8 {
+						reached.Store(true)
+						return i%8 == 0
+					}
+					return false
+				}})
+			ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+			defer cancel()
+			done := make(chan error, 1)
+			go func() { done <- env.Execute(ctx, "counter") }()
+			spWait(t, done, cancel, "the job got going", reached.Load)
+			select {
+			case <-blocked:
+			case <-ctx.Done():
+				<-done
+				t.Fatal("no checkpoint started")
+			}
+			// Several periodic slots pass while the first checkpoint is
+			// pending: one is queued (what makes the bug; the assertions
+			// below hold either way).
+			time.Sleep(50 * time.Millisecond)
+			stopping.Store(true)
+			sp, err := env.StopWithSavepoint(ctx, weir.SavepointOptions{})
+			if err != nil {
+				releaseOnce.Do(func() { close(release) })
+				cancel()
+				<-done
+				t.Fatalf("stop with savepoint: %v", err)
+			}
+			err = <-done
+			if ctx.Err() != nil {
+				t.Fatalf("the job stopped with a savepoint ended only when its context expired (%v), with %v", ctx.Err(), err)
+			}
+			if err != nil {
+				t.Fatalf("the job stopped with a savepoint returned %v", err)
+			}
+			if id := readSavepoint(t, sp).ID; maxSnapshot.Load() != id {
+				t.Errorf("snapshot %d was taken after the stop's savepoint %d", maxSnapshot.Load(), id)
+			}
+			opts.Checkpoint.RestorePath = sp
+			env = weir.NewEnvironment(opts)
+			counterJobWith(env, n, keys, sink.Files(out, func(s string) string { return s }), counterHooks{})
+			ctx2, cancel2 := context.WithTimeout(context.Background(), 2*time.Minute)
+			defer cancel2()
+			if err := env.Execute(ctx2, "counter"); err != nil {
+				t.Fatalf("resume from the savepoint: %v", err)
+			}
+			checkCounterOutput(t, out, n, keys)
+		})
+	}
+}

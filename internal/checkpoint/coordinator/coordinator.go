@@ -37,6 +37,9 @@ type Coordinator[H any] struct {
 
 	failures int  // consecutive counted failures
 	stopped  bool // Shutdown or FailJob
+	// stoppedWith is the completed stop-with-savepoint, 0 for none: the
+	// tasks are finishing, so nothing is triggered any more.
+	stoppedWith int64
 
 	actions []Action
 }
@@ -238,8 +241,12 @@ func (c *Coordinator[H]) periodic() {
 	c.trigger(true, c.checkpointOptions(checkpoint.FormatConfigured))
 }
 
-// stopping reports whether a synchronous savepoint is pending.
+// stopping reports whether a synchronous savepoint is pending, or
+// completed: the job is stopping.
 func (c *Coordinator[H]) stopping() bool {
+	if c.stoppedWith != 0 {
+		return true
+	}
 	for _, p := range c.pending {
 		if p.opts.Synchronous {
 			return true
@@ -418,6 +425,7 @@ func (c *Coordinator[H]) MetadataWritten(now time.Time, id int64) {
 		})
 		if p.opts.Synchronous {
 			c.emit(NotifyComplete{ID: id})
+			c.stoppedWith = id
 		}
 		c.runQueued()
 		return

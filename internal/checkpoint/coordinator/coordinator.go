@@ -438,6 +438,7 @@ func (c *Coordinator[H]) MetadataWritten(now time.Time, id int64) {
 		if p.opts.Synchronous {
 			c.stoppedWith = id
 			c.emit(NotifyComplete{ID: id})
+			c.stoppedWith = id
 		}
 		c.runQueued()
 		return

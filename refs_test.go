@@ -25,6 +25,7 @@ import (
 // be swept away and the restore that needs it would fail (Arroyo issue
 // 802).
 func TestReferencedFilesOutliveTheirCheckpoint(t *testing.T) {
+	t.Parallel()
 	const n = 12000
 	dir := t.TempDir()
 	chk := filepath.Join(dir, "chk")

@@ -115,6 +115,7 @@ func readSavepoint(t *testing.T, path string) *metadata.Checkpoint {
 // pebble savepoint cannot be restored on the hashmap backend and the error
 // says to take a canonical one.
 func TestSavepointBackendSwitch(t *testing.T) {
+	t.Parallel()
 	const n, keys = 30_000, 200
 	dir := t.TempDir()
 	spDir := filepath.Join(dir, "savepoints")

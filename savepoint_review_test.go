@@ -148,6 +148,21 @@ func waitReached(t *testing.T, reached *atomic.Bool, done chan error) {
 	}
 }
 
+// startReview runs the review job in env until record from went through
+// (its context ends with the test) and returns the run's context and the
+// channel Execute's outcome arrives on.
+func startReview(t *testing.T, env *weir.Environment, n, keys int64, sk *memSink, from int64) (context.Context, chan error) {
+	t.Helper()
+	var reached atomic.Bool
+	reviewJob(env, n, keys, sk, &reached, from)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	t.Cleanup(cancel)
+	done := make(chan error, 1)
+	go func() { done <- env.Execute(ctx, "review") }()
+	waitReached(t, &reached, done)
+	return ctx, done
+}
+
 // A failure after a stop-with-savepoint completed (the sinks committed
 // it) does not restart from an older checkpoint, which would commit
 // records twice: the job fails, naming the savepoint to restore from.
@@ -161,13 +176,7 @@ func TestStopFailureAfterSavepointCompleted(t *testing.T) {
 		Checkpoint: weir.CheckpointOptions{Interval: time.Hour, Dir: filepath.Join(dir, "chk"), SavepointDir: filepath.Join(dir, "sp")},
 		Restart:    weir.RestartOptions{Type: "fixed-delay", FixedDelayAttempts: 3, FixedDelay: 10 * time.Millisecond}}
 	env := weir.NewEnvironment(opts)
-	var reached atomic.Bool
-	reviewJob(env, n, keys, sk, &reached, n/3)
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
-	done := make(chan error, 1)
-	go func() { done <- env.Execute(ctx, "review") }()
-	waitReached(t, &reached, done)
+	ctx, done := startReview(t, env, n, keys, sk, n/3)
 	if _, err := env.TriggerCheckpoint(ctx); err != nil {
 		t.Fatal(err)
 	}
@@ -195,13 +204,7 @@ func TestStopDrainCommitsOnce(t *testing.T) {
 	opts := weir.Options{Parallelism: 2, StateDir: filepath.Join(dir, "state"), Logger: quietLogger(t),
 		Checkpoint: weir.CheckpointOptions{Interval: 50 * time.Millisecond, Dir: filepath.Join(dir, "chk"), SavepointDir: filepath.Join(dir, "sp")}}
 	env := weir.NewEnvironment(opts)
-	var reached atomic.Bool
-	reviewJob(env, n, keys, sk, &reached, n/3)
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
-	done := make(chan error, 1)
-	go func() { done <- env.Execute(ctx, "review") }()
-	waitReached(t, &reached, done)
+	ctx, done := startReview(t, env, n, keys, sk, n/3)
 	if _, err := env.StopWithSavepoint(ctx, weir.SavepointOptions{Drain: true}); err != nil {
 		t.Fatalf("stop --drain: %v", err)
 	}
@@ -242,13 +245,7 @@ func TestStopAbortedLeavesNoFiles(t *testing.T) {
 		<-release // upload after the abort
 		return nil
 	}})
-	var reached atomic.Bool
-	reviewJob(env, n, keys, sk, &reached, n/4)
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
-	done := make(chan error, 1)
-	go func() { done <- env.Execute(ctx, "review") }()
-	waitReached(t, &reached, done)
+	ctx, done := startReview(t, env, n, keys, sk, n/4)
 	stopping.Store(true)
 	if path, err := env.StopWithSavepoint(ctx, weir.SavepointOptions{}); err == nil {
 		t.Fatalf("the stop succeeded (%s) although its source declined", path)
@@ -293,13 +290,7 @@ func TestStopDrainAbortedRestarts(t *testing.T) {
 		}
 		return nil
 	}})
-	var reached atomic.Bool
-	reviewJob(env, n, keys, sk, &reached, n/4)
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
-	done := make(chan error, 1)
-	go func() { done <- env.Execute(ctx, "review") }()
-	waitReached(t, &reached, done)
+	ctx, done := startReview(t, env, n, keys, sk, n/4)
 	stopping.Store(true)
 	if path, err := env.StopWithSavepoint(ctx, weir.SavepointOptions{Drain: true}); err == nil {
 		t.Fatalf("the drain succeeded (%s) although its source declined", path)
@@ -364,13 +355,7 @@ func TestClaimedSavepointSurvivesAFailedRestore(t *testing.T) {
 	opts := weir.Options{Parallelism: 1, StateDir: filepath.Join(dir, "state"), Logger: quietLogger(t),
 		Checkpoint: weir.CheckpointOptions{Interval: time.Hour, Dir: filepath.Join(dir, "chk"), SavepointDir: filepath.Join(dir, "sp")}}
 	env := weir.NewEnvironment(opts)
-	var reached atomic.Bool
-	reviewJob(env, n, keys, sk, &reached, n/4)
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
-	done := make(chan error, 1)
-	go func() { done <- env.Execute(ctx, "review") }()
-	waitReached(t, &reached, done)
+	ctx, done := startReview(t, env, n, keys, sk, n/4)
 	path, err := env.StopWithSavepoint(ctx, weir.SavepointOptions{})
 	if err != nil {
 		t.Fatal(err)

@@ -305,16 +305,7 @@ func (a *app) controlCommand(c *cobra.Command, cf *controlFlags,
 		if len(problems) > 0 {
 			return usageError(problems...)
 		}
-		hc, release, err := cf.httpClient(requestTimeout)
-		if err != nil {
-			return err
-		}
-		defer release()
-		t, err := a.findJob(c.Context(), cf, hc, args[0])
-		if err != nil {
-			return err
-		}
-		return run(c.Context(), t)
+		return a.withJob(c.Context(), cf, args[0], run)
 	}
 	a.addControlFlags(c, cf)
 	return c
@@ -656,4 +647,19 @@ func (a *app) printStatus(ctx context.Context, t controlTarget) error {
 		return failure(fmt.Errorf("write result: %w", err))
 	}
 	return nil
+}
+
+// withJob finds the running job arg names, through the REST server's
+// client the control flags describe, and runs run with it.
+func (a *app) withJob(ctx context.Context, cf *controlFlags, arg string, run func(context.Context, controlTarget) error) error {
+	hc, release, err := cf.httpClient(requestTimeout)
+	if err != nil {
+		return err
+	}
+	defer release()
+	t, err := a.findJob(ctx, cf, hc, arg)
+	if err != nil {
+		return err
+	}
+	return run(ctx, t)
 }

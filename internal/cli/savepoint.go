@@ -132,18 +132,11 @@ goes on).`,
 			if len(problems) > 0 {
 				return usageError(problems...)
 			}
-			hc, release, err := cf.httpClient(requestTimeout)
-			if err != nil {
-				return err
-			}
-			defer release()
-			t, err := a.findJob(c.Context(), cf, hc, args[0])
-			if err != nil {
-				return err
-			}
-			id, err := t.client.TriggerSavepoint(c.Context(), t.job.JID,
-				rest.SavepointTriggerRequest{TargetDirectory: target, FormatType: format})
-			return a.followSavepoint(c.Context(), t, id, err, savepointRun{detached: detached, target: target})
+			return a.withJob(c.Context(), cf, args[0], func(ctx context.Context, t controlTarget) error {
+				id, err := t.client.TriggerSavepoint(ctx, t.job.JID,
+					rest.SavepointTriggerRequest{TargetDirectory: target, FormatType: format})
+				return a.followSavepoint(ctx, t, id, err, savepointRun{detached: detached, target: target})
+			})
 		},
 	}
 	a.addControlFlags(c, cf)
@@ -209,19 +202,11 @@ on).`,
 			if len(problems) > 0 {
 				return usageError(problems...)
 			}
-			hc, release, err := cf.httpClient(requestTimeout)
-			if err != nil {
-				return err
-			}
-			defer release()
-			t, err := a.findJob(c.Context(), cf, hc, args[0])
-			if err != nil {
-				return err
-			}
-			id, err := t.client.StopWithSavepoint(c.Context(), t.job.JID,
-				rest.StopWithSavepointRequest{TargetDirectory: target, Drain: drain, FormatType: format})
-			return a.followSavepoint(c.Context(), t, id, err, savepointRun{stop: true, detached: detached,
-				target: target})
+			return a.withJob(c.Context(), cf, args[0], func(ctx context.Context, t controlTarget) error {
+				id, err := t.client.StopWithSavepoint(ctx, t.job.JID,
+					rest.StopWithSavepointRequest{TargetDirectory: target, Drain: drain, FormatType: format})
+				return a.followSavepoint(ctx, t, id, err, savepointRun{stop: true, detached: detached, target: target})
+			})
 		},
 	}
 	a.addControlFlags(c, cf)

@@ -164,21 +164,4 @@ if [[ -d $new_job/shared ]]; then
 fi
 
 # Committed files only: in-progress and pending files are hidden (.part-*).
-find "$work/out" -maxdepth 1 -type f -name 'part-*' -exec cat {} + |
-	awk -F, -v n="$records" -v k="$keys" '
-	{ seen[$1 "," $2]++; lines++ }
-	END {
-		missing = 0; dup = 0
-		for (key = 0; key < k; key++) {
-			nk = int(n / k) + (key < n % k ? 1 : 0)
-			for (c = 1; c <= nk; c++) {
-				if (!((key "," c) in seen)) missing++
-				else if (seen[key "," c] > 1) dup++
-			}
-		}
-		if (missing || dup || lines != n) {
-			printf "FAIL: %d lines for %d records, %d counts missing, %d duplicated\n", lines, n, missing, dup
-			exit 1
-		}
-		printf "OK: %d records, every key counted exactly once\n", n
-	}'
+bash "$(dirname "$0")/check-counter-output.sh" "$work/out" "$records" "$keys"

@@ -42,9 +42,15 @@ func restoreRun(t *testing.T, dir string, p int, backend, restore string, stopAf
 			cancel()
 		}
 	}})
-	var never atomic.Bool
-	never.Store(true)
-	counterJob(env, 150_000, 97, sink.Files(filepath.Join(dir, "out"), func(s string) string { return s }), -1, &never)
+	// A run that is to be canceled after stopAfter checkpoints must not
+	// end its input first (as it could on a loaded machine): past half of
+	// the input it goes at 1ms per record until then.
+	var h counterHooks
+	if stopAfter > 0 {
+		var seen atomic.Int64
+		h.throttle = func(int64) bool { return seen.Add(1) > 75_000 && done.Load() < int64(stopAfter) }
+	}
+	counterJobWith(env, 150_000, 97, sink.Files(filepath.Join(dir, "out"), func(s string) string { return s }), h)
 	_, err := env.ExecuteResult(ctx, "counter")
 	return opts, err
 }

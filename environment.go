@@ -11,6 +11,7 @@ import (
 	"github.com/weirstream/weir/internal/checkpoint/barrier"
 	"github.com/weirstream/weir/internal/checkpoint/coordinator"
 	"github.com/weirstream/weir/internal/clock"
+	"github.com/weirstream/weir/internal/cluster"
 	"github.com/weirstream/weir/internal/graph"
 	"github.com/weirstream/weir/internal/keyed"
 	"github.com/weirstream/weir/internal/metrics"
@@ -294,6 +295,11 @@ func (e *Environment) execute(ctx context.Context, name string) (runner.Result, 
 	if err != nil {
 		return runner.Result{}, err
 	}
+	if p := cluster.PartFrom(ctx); p != nil {
+		// A task manager runs its part of an attempt the job manager
+		// deployed: no runner, no checkpoint coordination, no job lock.
+		return runner.Result{}, p.RunPart(ctx, jg, e.taskOptions(name))
+	}
 	co := e.opts.Checkpoint
 	enabled := co.Interval > 0
 	km := &keyed.Metrics{}
@@ -320,6 +326,10 @@ func (e *Environment) execute(ctx context.Context, name string) (runner.Result, 
 		Clock: e.clock(), Logger: e.opts.Logger.With("job", name), Hooks: e.hooks.runner,
 		Status: statusFunc(e.opts.OnStatus, km), StatusInterval: e.opts.StatusInterval,
 		Manual: e.manual, OnCompleted: completedFunc(e.opts.OnCheckpointComplete, km),
+	}
+	if d := cluster.DeployerFrom(ctx); d != nil {
+		// A cluster's job manager: the attempts run in task managers.
+		cfg.Deploy = d.Deploy
 	}
 	jl := e.opts.JobLock
 	cfg.Task.AllowNonRestoredState = co.AllowNonRestoredState

@@ -119,7 +119,37 @@ type Config struct {
 	// Monitor, if set, is kept up to date with the job's state, its
 	// deployments and its checkpoint statistics (the REST API reads it).
 	Monitor *monitor.Job
+	// Deploy deploys one attempt of the job; default task.Deploy, every
+	// subtask in this process. A cluster's job manager deploys to its
+	// task managers instead.
+	Deploy func(ctx context.Context, jg *graph.JobGraph, opts task.Options) (Deployment, error)
 }
+
+// Deployment is one running attempt of a job, as the runner drives it:
+// a *task.Job in process, or the subtasks a cluster's job manager
+// deployed to its task managers.
+type Deployment interface {
+	// Run runs every subtask until the job finishes, fails or is
+	// canceled, and returns the first failure.
+	Run() error
+	// Cancel stops every subtask with cause.
+	Cancel(cause error)
+	// Tasks lists every subtask.
+	Tasks() []task.TaskInfo
+	// Acks delivers the subtasks' checkpoint acknowledgements and declines.
+	Acks() <-chan task.Ack
+	// SourcesEnded is closed once every source subtask read all its input.
+	SourcesEnded() <-chan struct{}
+	TriggerCheckpoint(id, triggerTime int64, opts checkpoint.Options)
+	TriggerSavepoint(id, triggerTime int64, opts checkpoint.Options, target task.Target)
+	NotifyCheckpointComplete(id int64, final bool)
+	NotifyCheckpointAborted(id int64)
+	// RecordCounts and Metrics are what the subtasks last published.
+	RecordCounts() (in, out int64)
+	Metrics() []task.TaskMetrics
+}
+
+var _ Deployment = (*task.Job)(nil)
 
 // Status is a job's progress, for a periodic status line.
 type Status struct {
@@ -522,7 +552,13 @@ func (r *runner) attempt(ctx context.Context, cp *metadata.Checkpoint, cpStore *
 				cp.ID, FormatBytes(cp.PersistedBytes)))
 		}
 	}
-	job, err := task.Deploy(ctx, r.cfg.Graph, opts)
+	deploy := r.cfg.Deploy
+	if deploy == nil {
+		deploy = func(ctx context.Context, jg *graph.JobGraph, opts task.Options) (Deployment, error) {
+			return task.Deploy(ctx, jg, opts)
+		}
+	}
+	job, err := deploy(ctx, r.cfg.Graph, opts)
 	if err != nil {
 		if errors.Is(err, task.ErrStateMismatch) {
 			return fmt.Errorf("%w: %w", ErrNotRestartable, err)
@@ -552,7 +588,7 @@ type driver struct {
 	// write in flight, which aborts that checkpoint.
 	ctx   context.Context
 	r     *runner
-	job   *task.Job
+	job   Deployment
 	coord *coordinator.Coordinator[taskState]
 	names map[coordinator.TaskID]string
 

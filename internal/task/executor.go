@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"log/slog"
 	"path/filepath"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -121,6 +122,45 @@ type Options struct {
 	// segment size, the gate's credit capacity). nil: buffers are sent
 	// when full.
 	Debloat *network.DebloatConfig
+	// Placement, if set, deploys part of the job: the subtasks it calls
+	// local, in a task manager of a cluster. nil deploys every subtask.
+	Placement *Placement
+}
+
+// Placement is the part of a job one process runs (a task manager's
+// slots) and how its channels reach the subtasks that run elsewhere.
+type Placement struct {
+	// Local reports whether subtask subtask of vertex (graph.Vertex.ID)
+	// runs in this process.
+	Local func(vertex, subtask int) bool
+	// Remote connects the channels between a local and a remote subtask.
+	Remote RemoteExchange
+}
+
+// ChannelRef names one channel of a job graph the same way in every
+// process that runs the job: input Input of consumer vertex ToVertex
+// (its index in graph.Vertex.Inputs), from producer subtask From to
+// consumer subtask To.
+type ChannelRef struct {
+	ToVertex, Input, From, To int
+}
+
+// RemoteExchange is the network transport between processes (a TCP
+// connection per pair of task managers): it implements the sender and
+// receiver sides of the exchange contract (network.Subpartition,
+// network.InputChannel) for channels whose other end runs elsewhere.
+type RemoteExchange interface {
+	// ConnectSender feeds the channel ref, whose consumer runs elsewhere,
+	// from the local producer's subpartition sub.
+	ConnectSender(ref ChannelRef, sub network.Subpartition) error
+	// ConnectReceiver delivers the channel ref, whose producer runs
+	// elsewhere, into input channel ch of gate g; received data is read
+	// into buffers of pool, which the gate's credit keeps from running dry.
+	ConnectReceiver(ref ChannelRef, g *network.InputGate, ch int, pool *network.Pool) error
+}
+
+func (o *Options) local(vertex, subtask int) bool {
+	return o.Placement == nil || o.Placement.Local(vertex, subtask)
 }
 
 // FaultHooks inject failures, for tests. Nil fields do nothing.
@@ -276,12 +316,17 @@ func Deploy(ctx context.Context, jg *graph.JobGraph, opts Options) (*Job, error)
 		}
 		gs := make([]*network.InputGate, v.Parallelism)
 		for i := range gs {
-			gs[i] = network.NewInputGate(channels, opts.BuffersPerChannel, opts.FloatingBuffersPerGate)
+			if opts.local(v.ID, i) {
+				gs[i] = network.NewInputGate(channels, opts.BuffersPerChannel, opts.FloatingBuffersPerGate)
+			}
 		}
 		gates[v] = gs
 	}
 	for _, v := range jg.Vertices {
 		for i := range v.Parallelism {
+			if !opts.local(v.ID, i) {
+				continue
+			}
 			t, err := j.buildTask(v, i, gates, offsets)
 			if err != nil {
 				stop(err)
@@ -290,8 +335,47 @@ func Deploy(ctx context.Context, jg *graph.JobGraph, opts Options) (*Job, error)
 			j.tasks = append(j.tasks, t)
 		}
 	}
+	if err := j.connectRemoteInputs(gates, offsets); err != nil {
+		stop(err)
+		return nil, err
+	}
+	if j.sourcesLeft.Load() == 0 {
+		// A task manager may run no source subtask.
+		close(j.sourcesEnded)
+	}
 	j.groupChannelState(opts.ChannelStateFileSubtasks)
 	return j, nil
+}
+
+// connectRemoteInputs connects the channels of local input gates whose
+// producers run in another process.
+func (j *Job) connectRemoteInputs(gates map[*graph.Vertex][]*network.InputGate, offsets map[*graph.Edge]int) error {
+	if j.opts.Placement == nil {
+		return nil
+	}
+	for _, v := range j.graph.Vertices {
+		for i, g := range gates[v] {
+			if g == nil {
+				continue
+			}
+			for in, e := range v.Inputs {
+				from := j.graph.VertexOf[e.From]
+				for k := range from.Parallelism {
+					if j.opts.local(from.ID, k) {
+						continue
+					}
+					// A channel may hold its exclusive credit and every
+					// floating buffer of the gate.
+					pool := network.NewPool(j.opts.BuffersPerChannel+j.opts.FloatingBuffersPerGate, j.opts.SegmentSize)
+					ref := ChannelRef{ToVertex: v.ID, Input: in, From: k, To: i}
+					if err := j.opts.Placement.Remote.ConnectReceiver(ref, g, offsets[e]+k, pool); err != nil {
+						return fmt.Errorf("connect %s (%d) <- %s (%d): %w", v.Name(), i+1, from.Name(), k+1, err)
+					}
+				}
+			}
+		}
+	}
+	return nil
 }
 
 func (j *Job) buildTask(v *graph.Vertex, index int, gates map[*graph.Vertex][]*network.InputGate, offsets map[*graph.Edge]int) (*task, error) {
@@ -454,13 +538,19 @@ func sanitize(s string) string {
 }
 
 func (j *Job) networkOutput(impl OutputImpl, e *graph.Edge, index int, tr *Tracker, gates map[*graph.Vertex][]*network.InputGate, offsets map[*graph.Edge]int) (any, *network.ResultPartition, error) {
-	consumers := gates[j.graph.VertexOf[e.To]]
+	to := j.graph.VertexOf[e.To]
+	consumers := gates[to]
 	targets := make([]network.Target, len(consumers))
 	for k, g := range consumers {
 		// In process, each subpartition is connected straight to its
-		// consumer's input channel; a TCP transport would connect them here.
+		// consumer's input channel; to a consumer in another process,
+		// through the remote exchange.
 		sub := network.NewPipelinedSubpartition()
-		network.ConnectLocal(sub, g, offsets[e]+index)
+		if g != nil {
+			network.ConnectLocal(sub, g, offsets[e]+index)
+		} else if err := j.opts.Placement.Remote.ConnectSender(ChannelRef{ToVertex: to.ID, Input: slices.Index(to.Inputs, e), From: index, To: k}, sub); err != nil {
+			return nil, nil, fmt.Errorf("connect %s (%d) -> %s (%d): %w", e.From.Name, index+1, to.Name(), k+1, err)
+		}
 		targets[k] = sub
 	}
 	size := len(targets)*j.opts.BuffersPerChannel + j.opts.FloatingBuffersPerGate

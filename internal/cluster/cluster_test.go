@@ -1,0 +1,199 @@
+package cluster_test
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"io"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/weirstream/weir/internal/cluster"
+	"github.com/weirstream/weir/internal/jobs"
+)
+
+func quiet() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, nil)) }
+
+// testCluster is a job manager and task managers in this process, their
+// data exchanged through a Hub.
+type testCluster struct {
+	t     *testing.T
+	jm    *cluster.JobManager
+	hub   *cluster.Hub
+	spec  cluster.JobSpec
+	reg   *jobs.Registry
+	stops []context.CancelFunc
+	ended []chan error
+}
+
+func newTestCluster(t *testing.T, spec cluster.JobSpec, sec cluster.Security) *testCluster {
+	t.Helper()
+	jm, err := cluster.NewJobManager(cluster.JobManagerConfig{Address: "127.0.0.1:0", Spec: spec, Security: sec,
+		HeartbeatInterval: 50 * time.Millisecond, HeartbeatTimeout: 2 * time.Second, SlotTimeout: 20 * time.Second, Logger: quiet()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := &testCluster{t: t, jm: jm, hub: cluster.NewHub(), spec: spec, reg: jobs.Builtin()}
+	t.Cleanup(func() {
+		for _, s := range c.stops {
+			s()
+		}
+		for _, e := range c.ended {
+			<-e
+		}
+		jm.Close()
+	})
+	return c
+}
+
+// startTM starts a task manager with slots slots; stop kills it.
+func (c *testCluster) startTM(slots int, mod func(*cluster.TaskManagerConfig)) (stop func(), ended <-chan error) {
+	c.t.Helper()
+	cfg := cluster.TaskManagerConfig{JobManager: c.jm.Addr(), Slots: slots, DataAddress: "127.0.0.1:0",
+		HeartbeatInterval: 50 * time.Millisecond, HeartbeatTimeout: 2 * time.Second, RetryInterval: 50 * time.Millisecond,
+		Logger: quiet(), Build: c.reg.ClusterBuilder(quiet()), NewDataPlane: c.hub.DataPlane}
+	if mod != nil {
+		mod(&cfg)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	tm, err := cluster.NewTaskManager(ctx, cfg)
+	if err != nil {
+		cancel()
+		c.t.Fatal(err)
+	}
+	done, finished := make(chan error, 1), make(chan error)
+	go func() {
+		done <- tm.Run(ctx)
+		close(finished)
+	}()
+	c.stops = append(c.stops, cancel)
+	c.ended = append(c.ended, finished)
+	return cancel, done
+}
+
+// runJob runs the spec's job with the job manager deploying it.
+func (c *testCluster) runJob(ctx context.Context) error {
+	env, _, err := c.reg.Prepare(c.spec.Job, c.spec.Args, c.spec.Config, quiet())
+	if err != nil {
+		return err
+	}
+	return env.Execute(cluster.WithDeployer(ctx, c.jm), c.spec.Job)
+}
+
+func committed(t *testing.T, dir string) []string {
+	t.Helper()
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var lines []string
+	for _, e := range entries {
+		if strings.HasPrefix(e.Name(), ".") || e.IsDir() {
+			continue
+		}
+		f, err := os.Open(filepath.Join(dir, e.Name()))
+		if err != nil {
+			t.Fatal(err)
+		}
+		sc := bufio.NewScanner(f)
+		for sc.Scan() {
+			lines = append(lines, sc.Text())
+		}
+		f.Close()
+	}
+	return lines
+}
+
+func counterSpec(dir string, records, p int, extra ...string) cluster.JobSpec {
+	return cluster.JobSpec{Job: "counter",
+		Args: []string{"--records", itoa(records), "--keys", "97", "--rate", "40000", "--output", filepath.Join(dir, "out")},
+		Config: append([]string{"parallelism.default=" + itoa(p), "execution.checkpointing.interval=20ms",
+			"execution.checkpointing.dir=" + filepath.Join(dir, "chk"), "state.backend.local-dir=" + filepath.Join(dir, "state"),
+			"restart-strategy.type=fixed-delay", "restart-strategy.fixed-delay.attempts=10", "restart-strategy.fixed-delay.delay=50ms"}, extra...)}
+}
+
+func itoa(n int) string { return strconv.Itoa(n) }
+
+// The counter job at parallelism 6 over three task managers of two slots:
+// every subtask runs in a task manager, the output is exactly once.
+func TestClusterRunsCounterExactlyOnce(t *testing.T) {
+	dir := t.TempDir()
+	c := newTestCluster(t, counterSpec(dir, 30_000, 6), cluster.Security{})
+	for range 3 {
+		c.startTM(2, nil)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	if err := c.runJob(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := jobs.VerifyCounterOutput(committed(t, filepath.Join(dir, "out")), 30_000, 97); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// A task manager lost mid-run fails the attempt; the job restarts from the
+// latest checkpoint on the remaining task manager and a new one, and the
+// output is still exactly once.
+func TestClusterSurvivesLostTaskManager(t *testing.T) {
+	dir := t.TempDir()
+	c := newTestCluster(t, counterSpec(dir, 60_000, 4), cluster.Security{})
+	c.startTM(2, nil)
+	kill, _ := c.startTM(2, nil)
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+	done := make(chan error, 1)
+	go func() { done <- c.runJob(ctx) }()
+	// Kill once a checkpoint completed, then start a replacement.
+	waitFor(t, 30*time.Second, "a completed checkpoint", func() bool {
+		m, _ := filepath.Glob(filepath.Join(dir, "chk", "counter", "chk-*", "_metadata"))
+		return len(m) > 0
+	})
+	kill()
+	c.startTM(2, nil)
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	if n := c.jm.Attempts(); n < 2 {
+		t.Fatalf("%d attempts deployed: the lost task manager did not fail the attempt", n)
+	}
+	if err := jobs.VerifyCounterOutput(committed(t, filepath.Join(dir, "out")), 60_000, 97); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// A task manager with another cluster token or another binary is refused
+// at registration, with the reason.
+func TestClusterRefusesRegistration(t *testing.T) {
+	dir := t.TempDir()
+	c := newTestCluster(t, counterSpec(dir, 10, 1), cluster.Security{Token: "s3cret"})
+	_, ended := c.startTM(1, func(cfg *cluster.TaskManagerConfig) { cfg.Security.Token = "wrong" })
+	err := <-ended
+	if !errors.Is(err, cluster.ErrRefused) || !strings.Contains(err.Error(), "cluster token does not match") {
+		t.Fatalf("wrong token: %v", err)
+	}
+	_, ended = c.startTM(1, func(cfg *cluster.TaskManagerConfig) { cfg.Security.Token = "s3cret"; cfg.Binary = "0123456789abcdef" })
+	err = <-ended
+	if !errors.Is(err, cluster.ErrRefused) || !strings.Contains(err.Error(), "another binary") {
+		t.Fatalf("other binary: %v", err)
+	}
+	if n, _ := c.jm.TaskManagers(); n != 0 {
+		t.Fatalf("%d task managers registered, want none", n)
+	}
+}
+
+func waitFor(t *testing.T, d time.Duration, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(d)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("%s did not happen within %s", what, d)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}

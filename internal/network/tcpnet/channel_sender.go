@@ -64,13 +64,16 @@ func (n *Node) ConnectSender(peer string, id ChannelID, sub network.Subpartition
 
 	n.mu.Lock()
 	defer n.mu.Unlock()
-	if n.senders[key] != sc {
+	switch {
+	case n.closed:
+		return ErrClosed
+	case n.senders[key] != sc:
 		return fmt.Errorf("%w: channel %v closed while it was connected", ErrAttemptClosed, id)
 	}
 	sc.ready = true
 	if po, ok := n.pending[key]; ok {
 		delete(n.pending, key)
-		n.bindLocked(po.c, sc, po.credit)
+		n.bindLocked(po.c, sc, po)
 	}
 	return nil
 }
@@ -91,7 +94,7 @@ func (n *Node) onOpen(c *conn, id ChannelID, credit int) error {
 		if bound {
 			return c.protocolErr("channel %v opened twice", id)
 		}
-		n.bindLocked(c, sc, credit)
+		n.bindLocked(c, sc, pendingOpen{c: c, credit: credit})
 		return nil
 	}
 	if _, dup := n.pending[key]; dup {
@@ -101,9 +104,36 @@ func (n *Node) onOpen(c *conn, id ChannelID, credit int) error {
 	return nil
 }
 
+// onUnbound handles credit and a buffer size from c for a sender that is
+// not bound: the receiver opened the channel before ConnectSender. They
+// wait with the open. (The gate grants no credit before the channel
+// delivered something, but the protocol does not rely on it.) Frames of
+// senders that are gone are dropped.
+func (n *Node) onUnbound(c *conn, id ChannelID, credit, size int) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if sc := c.sender(id); sc != nil {
+		// Bound meanwhile: bindLocked holds n.mu.
+		sc.credit.Add(int64(credit))
+		if size > 0 {
+			sc.notifySize(size)
+		}
+		c.markReady(sc)
+		return
+	}
+	key := senderKey{c.peer, id}
+	if po, ok := n.pending[key]; ok && po.c == c {
+		po.credit += credit
+		if size > 0 {
+			po.size = size
+		}
+		n.pending[key] = po
+	}
+}
+
 // bindLocked binds sc to the connection its receiver opened it on, with
-// the receiver's initial credit, and polls it.
-func (n *Node) bindLocked(c *conn, sc *senderChannel, credit int) {
+// the receiver's credit and buffer size, and polls it.
+func (n *Node) bindLocked(c *conn, sc *senderChannel, po pendingOpen) {
 	c.mu.Lock()
 	if c.dead {
 		// The connection broke: its teardown (lost) ran or will run
@@ -113,11 +143,21 @@ func (n *Node) bindLocked(c *conn, sc *senderChannel, credit int) {
 	}
 	c.senders[sc.id] = sc
 	c.mu.Unlock()
-	sc.credit.Store(int64(credit))
+	sc.credit.Store(int64(po.credit))
+	if po.size > 0 {
+		sc.notifySize(po.size)
+	}
 	sc.mu.Lock()
 	sc.c = c
 	sc.mu.Unlock()
 	c.markReady(sc)
+}
+
+// notifySize passes the receiver's buffer size to the subpartition.
+func (sc *senderChannel) notifySize(size int) {
+	if l, ok := sc.sub.(network.BufferSizeListener); ok {
+		l.NotifyNewBufferSize(size)
+	}
 }
 
 // NotifyDataAvailable queues the channel for its connection's writer.

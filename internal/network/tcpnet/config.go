@@ -21,6 +21,12 @@ const (
 	// DefaultBufferSize is the size of a connection's read and write
 	// buffers.
 	DefaultBufferSize = 64 << 10
+	// DefaultHeartbeatInterval is how long a connection's writer waits
+	// idle before it sends a heartbeat (Flink's heartbeat.interval).
+	DefaultHeartbeatInterval = 10 * time.Second
+	// DefaultHeartbeatTimeout is how long a connection may receive nothing
+	// before it is taken for dead (Flink's heartbeat.timeout).
+	DefaultHeartbeatTimeout = 50 * time.Second
 )
 
 // Config configures a Node. The zero value is valid: plain TCP, no token.
@@ -64,6 +70,14 @@ type Config struct {
 	// BufferSize is the size of every connection's read and write
 	// buffers, in bytes. Default: DefaultBufferSize.
 	BufferSize int
+	// HeartbeatInterval is how long a connection's writer waits idle
+	// before it sends a heartbeat frame, and HeartbeatTimeout how long a
+	// connection may receive nothing, not even a heartbeat, before it
+	// fails: a peer that died without closing its connections (a crashed
+	// host, a cut network) is detected within HeartbeatTimeout.
+	// HeartbeatTimeout must exceed HeartbeatInterval. Defaults:
+	// DefaultHeartbeatInterval, DefaultHeartbeatTimeout.
+	HeartbeatInterval, HeartbeatTimeout time.Duration
 }
 
 // EnsureDefaults fills the fields left zero with their defaults.
@@ -83,6 +97,12 @@ func (c *Config) EnsureDefaults() {
 	if c.BufferSize == 0 {
 		c.BufferSize = DefaultBufferSize
 	}
+	if c.HeartbeatInterval == 0 {
+		c.HeartbeatInterval = DefaultHeartbeatInterval
+	}
+	if c.HeartbeatTimeout == 0 {
+		c.HeartbeatTimeout = DefaultHeartbeatTimeout
+	}
 }
 
 // Validate reports every problem of c at once.
@@ -97,10 +117,14 @@ func (c *Config) Validate() error {
 	for _, d := range []struct {
 		name string
 		v    time.Duration
-	}{{"DialTimeout", c.DialTimeout}, {"HandshakeTimeout", c.HandshakeTimeout}, {"WriteTimeout", c.WriteTimeout}} {
+	}{{"DialTimeout", c.DialTimeout}, {"HandshakeTimeout", c.HandshakeTimeout}, {"WriteTimeout", c.WriteTimeout},
+		{"HeartbeatInterval", c.HeartbeatInterval}, {"HeartbeatTimeout", c.HeartbeatTimeout}} {
 		if d.v < 0 {
 			errs = append(errs, fmt.Errorf("%s %v must not be negative (0: the default)", d.name, d.v))
 		}
+	}
+	if c.HeartbeatInterval > 0 && c.HeartbeatTimeout > 0 && c.HeartbeatTimeout <= c.HeartbeatInterval {
+		errs = append(errs, fmt.Errorf("HeartbeatTimeout %v must exceed HeartbeatInterval %v", c.HeartbeatTimeout, c.HeartbeatInterval))
 	}
 	if c.BufferSize < 0 || (c.BufferSize > 0 && c.BufferSize < minBufferSize) {
 		errs = append(errs, fmt.Errorf("BufferSize %d must be at least %d bytes (0: the default %d)", c.BufferSize, minBufferSize, DefaultBufferSize))

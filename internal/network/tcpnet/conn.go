@@ -44,7 +44,8 @@ type conn struct {
 	wbuf  [128]byte // the head of a frame, or up to three control frames
 	armed time.Time // when the write deadline was last set
 	// The reader's.
-	rbuf [headerLen + eventFixedLen]byte
+	rbuf   [headerLen + eventFixedLen]byte
+	rarmed time.Time // when the read deadline was last set
 
 	// Bytes of whole frames the writer handed to bw and the reader
 	// processed: the tests' measure of quiescence.
@@ -184,6 +185,8 @@ func (c *conn) next() (ctl controlFrames, sc *senderChannel, ok bool) {
 func (c *conn) writeLoop() {
 	defer c.n.wg.Done()
 	defer close(c.writerEnd)
+	beat := time.NewTimer(c.n.cfg.HeartbeatInterval)
+	defer beat.Stop()
 	for {
 		ctl, sc, ok := c.next()
 		var err error
@@ -201,10 +204,16 @@ func (c *conn) writeLoop() {
 			c.mu.Lock()
 			c.idle = c.control.len() == 0 && c.ready.len() == 0
 			c.mu.Unlock()
+			beat.Reset(c.n.cfg.HeartbeatInterval)
 			select {
 			case <-c.wake:
 			case <-c.done:
 				return
+			case <-beat.C:
+				// Idle: tell the peer we are alive (flushed next round).
+				if err = c.write(appendHeader(c.wbuf[:0], frameHeartbeat, 0)); err == nil {
+					c.sent.Add(headerLen)
+				}
 			}
 		}
 		if err != nil {
@@ -343,10 +352,25 @@ func (c *conn) protocolErr(format string, args ...any) error {
 	return fmt.Errorf("%w: %s", ErrProtocol, fmt.Sprintf(format, args...))
 }
 
+// armRead pushes the read deadline HeartbeatTimeout ahead, at most every
+// eighth of it: a peer that sends nothing for that long, not even a
+// heartbeat, is taken for dead.
+func (c *conn) armRead() {
+	now := time.Now()
+	if to := c.n.cfg.HeartbeatTimeout; now.Sub(c.rarmed) > to/8 {
+		c.nc.SetReadDeadline(now.Add(to))
+		c.rarmed = now
+	}
+}
+
 func (c *conn) read() error {
 	for {
 		h := c.rbuf[:headerLen]
+		c.armRead()
 		if _, err := io.ReadFull(c.br, h); err != nil {
+			if errors.Is(err, os.ErrDeadlineExceeded) {
+				return fmt.Errorf("received nothing for %v, not even a heartbeat: %w", c.n.cfg.HeartbeatTimeout, err)
+			}
 			return err
 		}
 		n := int(binary.BigEndian.Uint32(h)) - 1
@@ -380,6 +404,10 @@ func (c *conn) read() error {
 				return c.protocolErr("event frame of %d bytes", n)
 			}
 			err = c.onEvent(n)
+		case frameHeartbeat:
+			if n != 0 {
+				return c.protocolErr("heartbeat frame of %d bytes", n)
+			}
 		default:
 			return c.protocolErr("unexpected %v frame", t)
 		}
@@ -398,12 +426,14 @@ func (c *conn) onControl(t frameType, id ChannelID, v int) error {
 		if sc := c.sender(id); sc != nil {
 			sc.credit.Add(int64(v))
 			c.markReady(sc)
+		} else {
+			c.n.onUnbound(c, id, v, 0)
 		}
 	case frameSize:
 		if sc := c.sender(id); sc != nil {
-			if l, ok := sc.sub.(network.BufferSizeListener); ok {
-				l.NotifyNewBufferSize(v)
-			}
+			sc.notifySize(v)
+		} else {
+			c.n.onUnbound(c, id, 0, v)
 		}
 	case frameBacklog:
 		if rc := c.receiver(id); rc != nil {

@@ -53,18 +53,19 @@
 //
 // Every frame is length-prefixed; integers are big-endian:
 //
-//	frame    = length:u32 type:u8 body    length counts type and body
-//	hello    = magic:u32 ("WEIR") version:u16 nonce:[16] proof:[32] addr-len:u16 addr
-//	proof    = proof:[32]
-//	channel  = attempt:u64 edge:u32 from:u32 to:u32
-//	open     = channel credit:u32             receiver -> sender, first on a channel
-//	credit   = channel n:u32                  receiver -> sender
-//	size     = channel size:u32               receiver -> sender (buffer debloating)
-//	backlog  = channel backlog:u32            sender -> receiver, without credit
-//	data     = channel kind:u8 backlog:u32 payload
-//	event    = channel backlog:u32 kind:u8 flags:u8 id:i64 timestamp:i64
-//	           checkpoint-kind:u8 checkpoint-format:u8 last-completed:i64
-//	           aligned-timeout-ns:i64 target-len:u16 target
+//	frame     = length:u32 type:u8 body       length counts type and body
+//	hello     = magic:u32 ("WEIR") version:u16 nonce:[16] proof:[32] addr-len:u16 addr
+//	proof     = proof:[32]
+//	channel   = attempt:u64 edge:u32 from:u32 to:u32
+//	open      = channel credit:u32             receiver -> sender, first on a channel
+//	credit    = channel n:u32                  receiver -> sender
+//	size      = channel size:u32               receiver -> sender (buffer debloating)
+//	backlog   = channel backlog:u32            sender -> receiver, without credit
+//	data      = channel kind:u8 backlog:u32 payload
+//	event     = channel backlog:u32 kind:u8 flags:u8 id:i64 timestamp:i64
+//	            checkpoint-kind:u8 checkpoint-format:u8 last-completed:i64
+//	            aligned-timeout-ns:i64 target-len:u16 target
+//	heartbeat = (no body)                     either way, when idle
 //
 // Event flags are priority (1), idle (2), and the checkpoint options
 // unaligned (4), synchronous (8) and drain (16). The data payload is the
@@ -81,8 +82,12 @@
 // exchange. A protocol violation (a data buffer without credit, a frame that
 // does not parse) and any I/O error close the connection: its channels
 // fail (senders stop polling, receivers drop what comes) and
-// Config.OnPeerLost is called once, so that the owner fails the job
-// attempt. A write that makes no progress for Config.WriteTimeout fails the
-// connection the same way, so a dead peer never blocks a writer forever;
-// producers and consumers never block on the network at all.
+// Config.OnPeerLost is called once for the connection (so up to twice for
+// a peer that is connected both ways), so that the owner fails the job
+// attempt. A peer that dies without closing is found by heartbeats: an idle
+// writer sends one every Config.HeartbeatInterval, and a connection that
+// receives nothing for Config.HeartbeatTimeout fails; a write that makes no
+// progress for Config.WriteTimeout fails the connection too, so a dead
+// peer never blocks a writer forever. Producers and consumers never block
+// on the network at all.
 package tcpnet

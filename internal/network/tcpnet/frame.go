@@ -29,6 +29,7 @@ const (
 	frameBacklog
 	frameData
 	frameEvent
+	frameHeartbeat
 )
 
 // String names the frame type for errors.
@@ -50,6 +51,8 @@ func (t frameType) String() string {
 		return "data"
 	case frameEvent:
 		return "event"
+	case frameHeartbeat:
+		return "heartbeat"
 	}
 	return fmt.Sprintf("type %d", uint8(t))
 }

@@ -189,3 +189,98 @@ func TestProtocolViolations(t *testing.T) {
 		})
 	}
 }
+
+// TestSilentPeer: a peer that stops sending without closing its
+// connection (a crashed host) is lost after HeartbeatTimeout, while an
+// idle but live connection stays up on heartbeats.
+func TestSilentPeer(t *testing.T) {
+	lost := make(chan error, 1)
+	cfg := Config{HeartbeatInterval: 10 * time.Millisecond, HeartbeatTimeout: time.Second,
+		OnPeerLost: func(_ string, err error) { lost <- err }}
+	b := newNode(t, cfg)
+
+	// A live peer: both sides idle, heartbeats keep the connection.
+	a := newNode(t, Config{HeartbeatInterval: 10 * time.Millisecond, HeartbeatTimeout: time.Second})
+	if err := exchangeOne(t, a, b, 1); err != nil {
+		t.Fatal(err)
+	}
+	b.mu.Lock()
+	var c *conn
+	for k := range b.conns {
+		c = k
+	}
+	b.mu.Unlock()
+	from := c.recvd.Load()
+	waitFor(t, "heartbeats", func() bool { return c.recvd.Load() >= from+10*headerLen })
+
+	// A silent one.
+	f := newFakeSender(t)
+	if err := b.ConnectReceiver(context.Background(), f.ln.Addr().String(), ChannelID{Attempt: 2}, network.NewInputGate(1, 1, 0), 0, network.NewPool(1, 64)); err != nil {
+		t.Fatal(err)
+	}
+	f.accept(t)
+	select {
+	case err := <-lost:
+		if !errors.Is(err, ErrPeerLost) || !strings.Contains(err.Error(), "not even a heartbeat") {
+			t.Errorf("lost with %v", err)
+		}
+		t.Logf("lost: %v", err)
+	case <-time.After(10 * time.Second):
+		t.Fatal("the silent peer was not detected")
+	}
+	checkNoLoss(t, a)
+}
+
+// TestStuckWriter: a receiver that stops reading does not block its
+// sender's writer forever: after WriteTimeout without progress the
+// connection fails.
+func TestStuckWriter(t *testing.T) {
+	lost := make(chan error, 1)
+	a := newNode(t, Config{WriteTimeout: 200 * time.Millisecond, OnPeerLost: func(_ string, err error) { lost <- err }})
+	id := ChannelID{Attempt: 1}
+	sub := network.NewPipelinedSubpartition()
+	if err := a.ConnectSender("fake", id, sub); err != nil {
+		t.Fatal(err)
+	}
+	// A receiver that opens the channel with plenty of credit and then
+	// reads nothing.
+	fake := &Node{addr: "fake"}
+	fake.cfg.EnsureDefaults()
+	nc, err := net.Dial("tcp", a.Addr())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	c := newConn(fake, nc, a.Addr(), true)
+	if err := fake.handshakeDial(c); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := nc.Write(appendControl(nil, frameOpen, id, 10000)); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		pool := network.NewPool(8, 64<<10)
+		for ctx.Err() == nil {
+			b, err := pool.Request(ctx)
+			if err != nil {
+				return
+			}
+			b.Data = b.Data[:cap(b.Data)]
+			sub.Send(b)
+		}
+	}()
+	select {
+	case err := <-lost:
+		if !strings.Contains(err.Error(), "write made no progress") {
+			t.Errorf("lost with %v", err)
+		}
+		t.Logf("lost: %v", err)
+	case <-time.After(20 * time.Second):
+		t.Fatal("the stuck writer was not detected")
+	}
+	cancel()
+	<-done
+}

@@ -134,7 +134,7 @@ type certs struct {
 	serial int64
 }
 
-func newCA(t *testing.T, name string) *certs {
+func newCA(t testing.TB, name string) *certs {
 	t.Helper()
 	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	if err != nil {
@@ -158,7 +158,7 @@ func newCA(t *testing.T, name string) *certs {
 
 // issue returns a certificate for a node on 127.0.0.1, good as server and
 // client.
-func (c *certs) issue(t *testing.T, name string) tls.Certificate {
+func (c *certs) issue(t testing.TB, name string) tls.Certificate {
 	t.Helper()
 	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	if err != nil {

@@ -195,4 +195,3 @@ func pollBuffer(t testing.TB, g *network.InputGate) (int, *network.Buffer) {
 	})
 	return ch, b
 }
-

@@ -65,13 +65,16 @@ type senderKey struct {
 	id   ChannelID
 }
 
-// pendingOpen is an open frame whose sender is not connected yet.
+// pendingOpen is an open frame whose sender is not connected yet, with the
+// credit and buffer size that came after it.
 type pendingOpen struct {
 	c      *conn
 	credit int
+	size   int
 }
 
-// outPeer is the connection this node dialed to a peer; mu serializes dials.
+// outPeer is the connection this node dialed to a peer (Node.mu); mu
+// serializes dials.
 type outPeer struct {
 	mu sync.Mutex
 	c  *conn
@@ -104,10 +107,19 @@ func Listen(ctx context.Context, addr string, cfg Config) (*Node, error) {
 	if n.addr == "" {
 		n.addr = ln.Addr().String()
 	}
+	if host, _, _ := net.SplitHostPort(ln.Addr().String()); cfg.Token == "" && cfg.ServerTLS == nil && !isLoopback(host) {
+		cfg.Logger.Warn("tcpnet: the data plane accepts connections from other machines without a token or TLS: anyone who reaches it can read and inject job data",
+			"addr", ln.Addr().String())
+	}
 	n.ctx, n.cancel = context.WithCancel(context.Background())
 	n.wg.Add(1)
 	go n.acceptLoop()
 	return n, nil
+}
+
+func isLoopback(host string) bool {
+	ip := net.ParseIP(host)
+	return host == "localhost" || (ip != nil && ip.IsLoopback())
 }
 
 // Addr is the node's name: the address peers dial (Config.AdvertiseAddr,
@@ -312,14 +324,19 @@ func (n *Node) connTo(ctx context.Context, peer string) (*conn, error) {
 	n.mu.Unlock()
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if p.c != nil && !p.c.isDead() {
-		return p.c, nil
+	n.mu.Lock()
+	c := p.c
+	n.mu.Unlock()
+	if c != nil && !c.isDead() {
+		return c, nil
 	}
 	c, err := n.dial(ctx, peer)
 	if err != nil {
 		return nil, err
 	}
+	n.mu.Lock()
 	p.c = c
+	n.mu.Unlock()
 	return c, nil
 }
 
@@ -409,6 +426,9 @@ func (n *Node) start(c *conn) bool {
 func (n *Node) lost(c *conn) {
 	n.mu.Lock()
 	delete(n.conns, c)
+	if p := n.out[c.peer]; p != nil && p.c == c {
+		p.c = nil // let its buffers go
+	}
 	closing := n.closed
 	c.mu.Lock()
 	scs := make([]*senderChannel, 0, len(c.senders))

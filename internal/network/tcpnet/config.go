@@ -33,9 +33,10 @@ const (
 type Config struct {
 	// AdvertiseAddr is the address peers dial to reach this node and the
 	// name the node gives itself in handshakes: the peer name a sender on
-	// another node passes to ConnectSender. Default: the listener's
-	// address, which only suits a listen address with a host ("127.0.0.1:0",
-	// not ":0").
+	// another node passes to ConnectSender, which must match it exactly.
+	// A bare host ("10.0.0.5") takes the listener's port. Default: the
+	// listener's address, which only suits a listen address with a host
+	// ("127.0.0.1:0", not ":0").
 	AdvertiseAddr string
 	// ServerTLS, if set, makes the node accept TLS connections only; for
 	// mutual TLS set its ClientAuth to tls.RequireAndVerifyClientCert and

@@ -257,3 +257,22 @@ func TestConfigValidate(t *testing.T) {
 		t.Errorf("defaults: %v", err)
 	}
 }
+
+// TestAdvertiseAddr: a node names itself by its advertised address, and a
+// bare host takes the listener's port; peers name it so.
+func TestAdvertiseAddr(t *testing.T) {
+	a := newNode(t, Config{AdvertiseAddr: "127.0.0.1"})
+	_, port, _ := net.SplitHostPort(a.ln.Addr().String())
+	if want := "127.0.0.1:" + port; a.Addr() != want {
+		t.Fatalf("Addr %q, want %q", a.Addr(), want)
+	}
+	b := newNode(t, Config{AdvertiseAddr: "localhost"})
+	if !strings.HasPrefix(b.Addr(), "localhost:") {
+		t.Fatalf("Addr %q", b.Addr())
+	}
+	// a's sender names its receiver by b's advertised name.
+	if err := exchangeOne(t, a, b, 1); err != nil {
+		t.Fatal(err)
+	}
+	checkNoLoss(t, a, b)
+}

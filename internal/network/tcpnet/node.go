@@ -104,8 +104,11 @@ func Listen(ctx context.Context, addr string, cfg Config) (*Node, error) {
 		conns: map[*conn]struct{}{}, out: map[string]*outPeer{},
 		senders: map[senderKey]*senderChannel{}, pending: map[senderKey]pendingOpen{},
 		ended: map[uint64]bool{}, pools: map[*network.Pool]*poolLock{}}
-	if n.addr == "" {
+	switch _, port, _ := net.SplitHostPort(ln.Addr().String()); {
+	case n.addr == "":
 		n.addr = ln.Addr().String()
+	case !hasPort(n.addr):
+		n.addr = net.JoinHostPort(n.addr, port)
 	}
 	if host, _, _ := net.SplitHostPort(ln.Addr().String()); cfg.Token == "" && cfg.ServerTLS == nil && !isLoopback(host) {
 		cfg.Logger.Warn("tcpnet: the data plane accepts connections from other machines without a token or TLS: anyone who reaches it can read and inject job data",
@@ -115,6 +118,12 @@ func Listen(ctx context.Context, addr string, cfg Config) (*Node, error) {
 	n.wg.Add(1)
 	go n.acceptLoop()
 	return n, nil
+}
+
+// hasPort reports whether addr is host:port, not a bare host.
+func hasPort(addr string) bool {
+	_, _, err := net.SplitHostPort(addr)
+	return err == nil
 }
 
 func isLoopback(host string) bool {

@@ -27,6 +27,7 @@ type testCluster struct {
 	hub   *cluster.Hub
 	spec  cluster.JobSpec
 	reg   *jobs.Registry
+	tcp   bool // the TCP data plane, not the hub
 	stops []context.CancelFunc
 	ended []chan error
 }
@@ -56,7 +57,10 @@ func (c *testCluster) startTM(slots int, mod func(*cluster.TaskManagerConfig)) (
 	c.t.Helper()
 	cfg := cluster.TaskManagerConfig{JobManager: c.jm.Addr(), Slots: slots, DataAddress: "127.0.0.1:0",
 		HeartbeatInterval: 50 * time.Millisecond, HeartbeatTimeout: 2 * time.Second, RetryInterval: 50 * time.Millisecond,
-		Logger: quiet(), Build: c.reg.ClusterBuilder(quiet()), NewDataPlane: c.hub.DataPlane}
+		Logger: quiet(), Build: c.reg.ClusterBuilder(quiet())}
+	if !c.tcp {
+		cfg.NewDataPlane = c.hub.DataPlane
+	}
 	if mod != nil {
 		mod(&cfg)
 	}
@@ -122,8 +126,24 @@ func itoa(n int) string { return strconv.Itoa(n) }
 // The counter job at parallelism 6 over three task managers of two slots:
 // every subtask runs in a task manager, the output is exactly once.
 func TestClusterRunsCounterExactlyOnce(t *testing.T) {
+	forTransports(t, testRunsCounter)
+}
+
+// forTransports runs test over the in-process hub and over TCP.
+func forTransports(t *testing.T, test func(*testing.T, bool)) {
+	for _, tcp := range []bool{false, true} {
+		name := "hub"
+		if tcp {
+			name = "tcp"
+		}
+		t.Run(name, func(t *testing.T) { test(t, tcp) })
+	}
+}
+
+func testRunsCounter(t *testing.T, tcp bool) {
 	dir := t.TempDir()
 	c := newTestCluster(t, counterSpec(dir, 30_000, 6), cluster.Security{})
+	c.tcp = tcp
 	for range 3 {
 		c.startTM(2, nil)
 	}
@@ -141,8 +161,13 @@ func TestClusterRunsCounterExactlyOnce(t *testing.T) {
 // latest checkpoint on the remaining task manager and a new one, and the
 // output is still exactly once.
 func TestClusterSurvivesLostTaskManager(t *testing.T) {
+	forTransports(t, testSurvivesLostTaskManager)
+}
+
+func testSurvivesLostTaskManager(t *testing.T, tcp bool) {
 	dir := t.TempDir()
 	c := newTestCluster(t, counterSpec(dir, 60_000, 4), cluster.Security{})
+	c.tcp = tcp
 	c.startTM(2, nil)
 	kill, _ := c.startTM(2, nil)
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)

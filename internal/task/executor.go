@@ -358,15 +358,18 @@ func (j *Job) connectRemoteInputs(gates map[*graph.Vertex][]*network.InputGate, 
 			if g == nil {
 				continue
 			}
+			// Received data is read into the gate's own pool: its
+			// credit capacity, which credit keeps it from exceeding.
+			var pool *network.Pool
 			for in, e := range v.Inputs {
 				from := j.graph.VertexOf[e.From]
 				for k := range from.Parallelism {
 					if j.opts.local(from.ID, k) {
 						continue
 					}
-					// A channel may hold its exclusive credit and every
-					// floating buffer of the gate.
-					pool := network.NewPool(j.opts.BuffersPerChannel+j.opts.FloatingBuffersPerGate, j.opts.SegmentSize)
+					if pool == nil {
+						pool = network.NewPool(j.opts.BuffersPerChannel*g.NumChannels()+j.opts.FloatingBuffersPerGate, j.opts.SegmentSize)
+					}
 					ref := ChannelRef{ToVertex: v.ID, Input: in, From: k, To: i}
 					if err := j.opts.Placement.Remote.ConnectReceiver(ref, g, offsets[e]+k, pool); err != nil {
 						return fmt.Errorf("connect %s (%d) <- %s (%d): %w", v.Name(), i+1, from.Name(), k+1, err)

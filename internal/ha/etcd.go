@@ -109,7 +109,10 @@ func (e *Etcd) Close() error {
 }
 
 // Leader returns the RPC address of the cluster's current leader, or
-// ErrNoLeader.
+// ErrNoLeader. It is the address of the oldest candidate: right after a
+// leader's end that is its successor, which may not have returned from
+// Campaign yet; a task manager that registers too early is refused and
+// retries.
 func (e *Etcd) Leader(ctx context.Context) (string, error) {
 	addr, _, err := e.leader(ctx)
 	return addr, err

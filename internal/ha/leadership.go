@@ -122,10 +122,10 @@ func (l *Leadership) monitor(ctx context.Context, confirmed time.Time, ttl time.
 	for {
 		select {
 		case <-ctx.Done():
-			l.markLost("etcd connection closed")
+			l.markLost("etcd connection closed without resigning: a standby leads once the lease expires")
 			return
 		case <-l.session.Done():
-			l.markLost("session ended: lease expired or revoked")
+			l.markLost("lease keep-alive ended: lease expired, revoked, or not renewed within its TTL")
 			return
 		case <-expire.C():
 			l.markLost(fmt.Sprintf("lease renewal not confirmed for %v (etcd unreachable?)", ttl))

@@ -12,7 +12,7 @@ import (
 	"github.com/weirstream/weir/internal/ha/etcdtest"
 )
 
-func TestMain(m *testing.M) { goleak.VerifyTestMain(m, etcdtest.IgnoreLeaks()...) }
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
 func TestStartServesAndStops(t *testing.T) {
 	start := time.Now()
@@ -34,7 +34,22 @@ func TestStartServesAndStops(t *testing.T) {
 		t.Fatalf("get k = %v, %v; want v", resp, err)
 	}
 
+	// An open watch stream must not hold Stop up (etcd's graceful
+	// shutdown alone would wait 6 s for it).
+	wctx, wcancel := context.WithCancel(ctx)
+	defer wcancel()
+	wch := c.Watch(wctx, "k")
+	if _, err := c.Put(ctx, "k", "w"); err != nil {
+		t.Fatal(err)
+	}
+	<-wch
+	stopping := time.Now()
 	srv.Stop()
+	if took := time.Since(stopping); took > 3*time.Second {
+		t.Errorf("Stop with an open watch took %v, want under 3s", took)
+	} else {
+		t.Logf("Stop with an open watch took %v", took)
+	}
 	srv.Stop() // idempotent
 	short, cancelShort := context.WithTimeout(context.Background(), 300*time.Millisecond)
 	defer cancelShort()

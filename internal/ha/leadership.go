@@ -76,13 +76,12 @@ func (l *Leadership) markLost(reason string) {
 type renewal struct {
 	sent time.Time     // when the renewal was sent
 	ttl  time.Duration // the TTL etcd granted from then
-	rev  int64         // the revision at which the key was checked
 	lost string        // why the leadership ended, if it did
 	err  error         // etcd did not answer
 }
 
 // monitor renews the lease every ttl/3, checking the leader key each time,
-// and watches the key, until the leadership ends or ctx is done. confirmed
+// and watches the key (watchKey), until the leadership ends or ctx is done. confirmed
 // is the sending time of the last renewal etcd confirmed, ttl the TTL it
 // granted, and rev the revision from which to watch the key.
 //
@@ -108,16 +107,19 @@ func (l *Leadership) monitor(ctx context.Context, confirmed time.Time, ttl time.
 		}
 	}()
 
-	var wch clientv3.WatchChan
-	wcancel := func() {}
-	watchFrom := func(rev int64) {
+	// The watch runs in its own goroutine: clientv3's Watch blocks while
+	// etcd is unreachable, and the monitor must not miss expire then.
+	gone := make(chan string, 1)
+	wctx, wcancel := context.WithCancel(ctx)
+	watched := make(chan struct{})
+	go func() {
+		defer close(watched)
+		l.watchKey(wctx, rev, gone)
+	}()
+	defer func() {
 		wcancel()
-		var wctx context.Context
-		wctx, wcancel = context.WithCancel(ctx)
-		wch = l.e.client.Watch(wctx, l.key, clientv3.WithRev(rev+1))
-	}
-	defer func() { wcancel() }()
-	watchFrom(rev)
+		<-watched
+	}()
 
 	for {
 		select {
@@ -143,34 +145,48 @@ func (l *Leadership) monitor(ctx context.Context, confirmed time.Time, ttl time.
 				l.e.log.Warn("ha: lease renewal failed; retrying", "epoch", l.rev, "err", r.err)
 			} else {
 				expire.Reset(r.sent.Add(r.ttl).Sub(clk.Now()))
-				if wch == nil {
-					watchFrom(r.rev)
-				}
 			}
 			renew.Reset(interval)
-		case resp, ok := <-wch:
-			if !ok || resp.Err() != nil {
-				// Compacted or canceled: watch again after the next
-				// renewal's key check; events missed meanwhile are
-				// covered by that check.
-				if ctx.Err() == nil {
-					l.e.log.Debug("ha: leader key watch ended", "epoch", l.rev, "err", resp.Err())
-				}
-				wcancel()
-				wch = nil
-				continue
+		case reason := <-gone:
+			l.markLost(reason)
+			return
+		}
+	}
+}
+
+// watchKey watches the leader key from revision rev+1 and reports on gone
+// (once) when it is deleted or replaced, until ctx is done. After a failed
+// watch (compaction) it reads the key and watches again from there.
+func (l *Leadership) watchKey(ctx context.Context, rev int64, gone chan<- string) {
+	for ctx.Err() == nil {
+		wctx, cancel := context.WithCancel(ctx)
+		for resp := range l.e.client.Watch(wctx, l.key, clientv3.WithRev(rev+1)) {
+			if err := resp.Err(); err != nil {
+				l.e.log.Debug("ha: leader key watch ended", "epoch", l.rev, "err", err)
+				break
 			}
 			for _, ev := range resp.Events {
-				switch {
-				case ev.Type == mvccpb.DELETE:
-					l.markLost("leader key deleted in etcd")
-					return
-				case ev.Kv.CreateRevision != l.rev:
-					l.markLost("leader key replaced in etcd")
+				if ev.Type == mvccpb.DELETE || ev.Kv.CreateRevision != l.rev {
+					cancel()
+					gone <- "leader key deleted or replaced in etcd"
 					return
 				}
 			}
 		}
+		cancel()
+		if ctx.Err() != nil {
+			return
+		}
+		got, err := l.e.client.Get(ctx, l.key)
+		if err != nil {
+			l.e.sleep(ctx, retryDelay)
+			continue
+		}
+		if len(got.Kvs) == 0 || got.Kvs[0].CreateRevision != l.rev {
+			gone <- "leader key deleted or replaced in etcd"
+			return
+		}
+		rev = got.Header.Revision
 	}
 }
 
@@ -198,6 +214,5 @@ func (l *Leadership) renew(ctx context.Context, sent time.Time, timeout time.Dur
 		r.lost = "leader key deleted or replaced in etcd"
 		return r
 	}
-	r.rev = got.Header.Revision
 	return r
 }

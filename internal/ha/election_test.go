@@ -295,3 +295,43 @@ func TestClustersAreIndependent(t *testing.T) {
 		t.Errorf("Leader of \"one\" = %q, %v; want one:1", got, err)
 	}
 }
+
+// TestWatchLeaderEnds: the channel closes when its context ends and when
+// the connection closes.
+func TestWatchLeaderEnds(t *testing.T) {
+	t.Parallel()
+	endpoints := etcdtest.Start(t)
+	e := open(t, endpoints, "c5")
+	ctx, cancel := context.WithCancel(context.Background())
+	byCtx := e.WatchLeader(ctx)
+	byClose := e.WatchLeader(context.Background())
+	nextLeader(t, byCtx, "")
+	nextLeader(t, byClose, "")
+	cancel()
+	drained(t, byCtx, "WatchLeader after its context ended")
+	if err := e.Close(); err != nil {
+		t.Fatal(err)
+	}
+	drained(t, byClose, "WatchLeader after Close")
+	if _, err := e.Campaign(context.Background(), "a:1"); !errors.Is(err, ha.ErrClosed) {
+		t.Errorf("Campaign after Close: %v; want ErrClosed", err)
+	}
+	drained(t, e.WatchLeader(context.Background()), "WatchLeader called after Close")
+}
+
+// drained fails the test unless ch is closed within waitTimeout.
+func drained(t *testing.T, ch <-chan string, what string) {
+	t.Helper()
+	timeout := time.NewTimer(waitTimeout)
+	defer timeout.Stop()
+	for {
+		select {
+		case _, ok := <-ch:
+			if !ok {
+				return
+			}
+		case <-timeout.C:
+			t.Fatalf("%s: channel not closed within %v", what, waitTimeout)
+		}
+	}
+}

@@ -32,6 +32,8 @@ var (
 	// ErrJobTerminal is returned when a job already has a terminal status:
 	// by PutJob, and by SetJobStatus with another status.
 	ErrJobTerminal = errors.New("job already has a terminal status")
+	// ErrClosed is returned by Campaign once Close was called.
+	ErrClosed = errors.New("etcd connection closed")
 	// ErrJobNotTerminal is returned by RemoveJob for a job without a
 	// terminal status: a job's data is removed only after its end is stored.
 	ErrJobNotTerminal = errors.New("job has no terminal status")
@@ -52,6 +54,9 @@ type Etcd struct {
 	ctx    context.Context
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
+
+	mu     sync.Mutex
+	closed bool // set by Close; no goroutine joins wg after it
 
 	closeOnce sync.Once
 	closeErr  error
@@ -101,11 +106,30 @@ func Open(ctx context.Context, cfg Config) (*Etcd, error) {
 // result.
 func (e *Etcd) Close() error {
 	e.closeOnce.Do(func() {
+		e.mu.Lock()
+		e.closed = true
+		e.mu.Unlock()
 		e.cancel()
 		e.wg.Wait()
 		e.closeErr = e.client.Close()
 	})
 	return e.closeErr
+}
+
+// goTracked runs f in a goroutine that Close waits for, unless e is closed;
+// it reports whether it started f.
+func (e *Etcd) goTracked(f func()) bool {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.closed {
+		return false
+	}
+	e.wg.Add(1)
+	go func() {
+		defer e.wg.Done()
+		f()
+	}()
+	return true
 }
 
 // Leader returns the RPC address of the cluster's current leader, or
@@ -143,14 +167,17 @@ func (e *Etcd) WatchLeader(ctx context.Context) <-chan string {
 	ch := make(chan string)
 	ctx, cancel := context.WithCancel(ctx)
 	stop := context.AfterFunc(e.ctx, cancel)
-	e.wg.Add(1)
-	go func() {
-		defer e.wg.Done()
+	started := e.goTracked(func() {
 		defer close(ch)
 		defer stop()
 		defer cancel()
 		e.watchLeader(ctx, ch)
-	}()
+	})
+	if !started {
+		stop()
+		cancel()
+		close(ch)
+	}
 	return ch
 }
 
@@ -217,7 +244,7 @@ func (e *Etcd) Campaign(ctx context.Context, address string) (*Leadership, error
 		return nil, errors.New("ha: campaign: empty address; want the job manager's RPC address (host:port)")
 	}
 	if e.ctx.Err() != nil {
-		return nil, errors.New("ha: campaign: etcd connection closed")
+		return nil, fmt.Errorf("ha: campaign: %w", ErrClosed)
 	}
 	for {
 		l, err := e.campaignOnce(ctx, address)
@@ -294,8 +321,10 @@ func (e *Etcd) campaignOnce(ctx context.Context, address string) (*Leadership, e
 	}
 	var mctx context.Context
 	mctx, l.stop = context.WithCancel(e.ctx)
-	e.wg.Add(1)
-	go l.monitor(mctx, sent, time.Duration(ka.TTL)*time.Second, got.Header.Revision)
+	if !e.goTracked(func() { l.monitor(mctx, sent, time.Duration(ka.TTL)*time.Second, got.Header.Revision) }) {
+		l.stop()
+		return nil, fmt.Errorf("ha: campaign: %w", ErrClosed)
+	}
 	e.log.Info("ha: leading", "address", address, "epoch", rev, "ttl", time.Duration(ka.TTL)*time.Second)
 	return l, nil
 }

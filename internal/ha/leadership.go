@@ -89,7 +89,6 @@ type renewal struct {
 // renewal: etcd renewed the lease no earlier than that sending, so it
 // cannot expire it before.
 func (l *Leadership) monitor(ctx context.Context, confirmed time.Time, ttl time.Duration, rev int64) {
-	defer l.e.wg.Done()
 	defer close(l.done)
 	clk := l.e.cfg.clock
 	interval := ttl / 3

@@ -88,7 +88,7 @@ type intRule struct {
 }
 
 // registry is the validated option table, indexed by key.
-var registry = buildRegistry(optionTable)
+var registry = buildRegistry(append(slices.Clone(optionTable), clusterOptionTable...))
 
 type registryT struct {
 	sorted   []Option

@@ -31,9 +31,15 @@ type runFlags struct {
 	incremental      bool
 	changelog        bool
 	force            bool
+	// local, under `weir cluster local`, starts task manager processes
+	// and makes this process their job manager.
+	local *localCluster
 }
 
-func (a *app) runCommand() *cobra.Command {
+func (a *app) runCommand() *cobra.Command { return a.runCommandFor(nil) }
+
+// runCommandFor is `weir run`, or with local `weir cluster local`.
+func (a *app) runCommandFor(local *localCluster) *cobra.Command {
 	c := &cobra.Command{
 		Use:   "run <job> [flags]",
 		Short: "Run a built-in job",
@@ -61,7 +67,7 @@ running exits with 1 and names the failing operator and subtask; Ctrl-C
 		FParseErrWhitelist: cobra.FParseErrWhitelist{UnknownFlags: true},
 		RunE:               a.groupRunE("job"),
 	}
-	rf := &runFlags{}
+	rf := &runFlags{local: local}
 	pf := c.PersistentFlags()
 	pf.IntVarP(&rf.parallelism, "parallelism", "p", 0,
 		"parallelism of operators that do not set their own; overrides parallelism.default (default 1)")
@@ -191,6 +197,9 @@ func (a *app) runJob(c *cobra.Command, job jobs.Job, rf *runFlags) error {
 	}
 	if sw, ok := a.stderr.(*syncWriter); ok && isTerminal(sw.w) {
 		opts.OnStatus = statusLine(a.stderr, name, time.Now())
+	}
+	if rf.local != nil || isClusterTarget(cfg) {
+		return a.runJobManager(c.Context(), logger, c, job, cfg, opts, name, rf.local)
 	}
 	env := weir.NewEnvironment(opts)
 	if err := job.Build(env, a.stdout); err != nil {

@@ -202,7 +202,6 @@ func (jm *JobManager) session(stream grpc.ServerStream) error {
 			}
 		}
 	}()
-	c.send(toTM{Registered: &registeredMsg{ID: c.id}})
 	hb := time.NewTicker(jm.cfg.HeartbeatInterval)
 	defer hb.Stop()
 	var cause error
@@ -250,6 +249,9 @@ func (jm *JobManager) register(reg *registerMsg) *tmConn {
 	c := &tmConn{id: fmt.Sprintf("tm-%d", jm.nextTM), name: reg.Name, dataAddr: reg.DataAddr, slots: reg.Slots,
 		out: make(chan toTM, 4096), done: make(chan struct{})}
 	c.lastSeen.Store(time.Now().UnixNano())
+	// The answer goes first: a deployment may queue messages for the
+	// task manager as soon as it is in tms.
+	c.out <- toTM{Registered: &registeredMsg{ID: c.id}}
 	jm.tms[c.id] = c
 	jm.order = append(jm.order, c.id)
 	close(jm.changed)

@@ -64,7 +64,7 @@ func (s Security) tlsConfigs() (server, client *tls.Config, err error) {
 		return nil, nil, nil
 	}
 	if s.CertFile == "" || s.KeyFile == "" || s.CAFile == "" {
-		return nil, nil, errors.New("security.ssl.internal: set all of security.ssl.internal.cert, security.ssl.internal.key and security.ssl.internal.truststore (the CA certificate)")
+		return nil, nil, errors.New("security.ssl.internal: set all of security.ssl.internal.cert-file, security.ssl.internal.key-file and security.ssl.internal.ca-file")
 	}
 	cert, err := tls.LoadX509KeyPair(s.CertFile, s.KeyFile)
 	if err != nil {

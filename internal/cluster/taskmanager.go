@@ -339,6 +339,16 @@ type canceledError struct{ reason string }
 
 func (e *canceledError) Error() string { return "canceled by the job manager: " + e.reason }
 
+// NotRestartable marks err, a part's failure, as one that would repeat on
+// every attempt (the job's flags or configuration are invalid in the task
+// manager): the job manager fails the job instead of restarting it.
+func NotRestartable(err error) error {
+	if err == nil {
+		return nil
+	}
+	return &notRestartableError{err}
+}
+
 // notRestartableError marks a part's failure that would repeat on every
 // attempt.
 type notRestartableError struct{ err error }

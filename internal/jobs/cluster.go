@@ -68,12 +68,16 @@ func (r *Registry) ClusterBuilder(logger *slog.Logger) func(ctx context.Context,
 	return func(ctx context.Context, spec cluster.JobSpec) error {
 		env, cfg, err := r.Prepare(spec.Job, spec.Args, spec.Config, logger)
 		if err != nil {
-			return err
+			return cluster.NotRestartable(err)
 		}
 		name := spec.Job
 		if n := cfg.String("pipeline.name"); n != "" {
 			name = n
 		}
-		return env.Execute(ctx, name)
+		err = env.Execute(ctx, name)
+		if errors.Is(err, weir.ErrInvalidJob) {
+			return cluster.NotRestartable(err)
+		}
+		return err
 	}
 }

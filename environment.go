@@ -382,7 +382,9 @@ func (e *Environment) taskOptions(name string) task.Options {
 		CheckpointMode:           mode,
 		Incremental:              e.opts.Checkpoint.Incremental,
 		ChannelStateFileSubtasks: e.opts.Checkpoint.MaxSubtasksPerChannelStateFile,
-		Hooks:                    e.hooks.task,
+		LocalRecovery: task.LocalRecoveryOptions{Backup: e.opts.Checkpoint.LocalBackup,
+			FromLocal: e.opts.Checkpoint.RecoverFromLocal, Dirs: e.opts.Checkpoint.LocalBackupDirs},
+		Hooks: e.hooks.task,
 	}
 }
 

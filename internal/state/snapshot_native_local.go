@@ -4,7 +4,7 @@ package state
 //
 // A native snapshot's directory already is a complete copy of the database
 // at the snapshot: hard links to the sstables, copies of the small metadata
-// files. Local recovery keeps it (MoveTo) instead of deleting it after the
+// files. Local recovery keeps it (Keep) instead of deleting it after the
 // upload, and a later restore of the same key-group range builds the new
 // database directory from it (LinkNativeFile): hard links to the immutable
 // files, copies of the others, so that the restored database, which
@@ -19,36 +19,31 @@ import (
 	"path/filepath"
 )
 
-// MoveTo moves the snapshot's directory to dir, which must not exist (its
-// parent must), and makes it the snapshot's Dir. On one file system it is
-// a rename: nothing is written. Across file systems the files are hard
-// linked where possible and copied otherwise, then the old directory is
-// deleted. After an error the snapshot is where it was (a partial dir is
-// removed). Like Release it may be called from any goroutine, but not
+// Keep moves the snapshot's directory to dir, which must not exist (its
+// parent must), and hands it over to the caller: Dir becomes dir, and
+// Release no longer deletes anything. On one file system it is a rename:
+// nothing is written. Across file systems the files are hard linked where
+// possible and copied otherwise, then the old directory is deleted. After
+// an error the snapshot is where it was and still Release's (a partial dir
+// is removed). Like Release it may be called from any goroutine, but not
 // concurrently with another use of the snapshot.
-//
-// Release deletes the directory wherever it is: a caller that keeps the
-// files must not call Release afterwards (or must not mind).
-func (s *NativeSnapshot) MoveTo(dir string) error {
+func (s *NativeSnapshot) Keep(dir string) error {
 	if _, err := os.Lstat(dir); err == nil {
-		return fmt.Errorf("state: move native snapshot to %s: %w", dir, fs.ErrExist)
+		return fmt.Errorf("state: keep native snapshot in %s: %w", dir, fs.ErrExist)
 	}
-	if err := os.Rename(s.Dir, dir); err == nil {
-		s.Dir = dir
-		return nil
-	}
-	// Another file system (or a rename the OS refused): file by file.
-	for _, f := range s.Files {
-		src := filepath.Join(s.Dir, filepath.FromSlash(f.Name))
-		dst := filepath.Join(dir, filepath.FromSlash(f.Name))
-		if err := LinkNativeFile(src, dst, f.Shared); err != nil {
-			_ = os.RemoveAll(dir)
-			return fmt.Errorf("state: move native snapshot to %s: %w", dir, err)
+	if err := os.Rename(s.Dir, dir); err != nil {
+		// Another file system (or a rename the OS refused): file by file.
+		for _, f := range s.Files {
+			src := filepath.Join(s.Dir, filepath.FromSlash(f.Name))
+			dst := filepath.Join(dir, filepath.FromSlash(f.Name))
+			if err := LinkNativeFile(src, dst, f.Shared); err != nil {
+				_ = os.RemoveAll(dir)
+				return fmt.Errorf("state: keep native snapshot in %s: %w", dir, err)
+			}
 		}
+		_ = os.RemoveAll(s.Dir) // the copy is complete; a leftover is only space
 	}
-	old := s.Dir
-	s.Dir = dir
-	_ = os.RemoveAll(old) // the copy is complete; a leftover is only space
+	s.Dir, s.kept = dir, true
 	return nil
 }
 

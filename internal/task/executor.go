@@ -212,7 +212,7 @@ type Job struct {
 	sourcesEnded chan struct{}
 	sourcesLeft  atomic.Int64
 	restored     map[string]*restoredOp
-	local        *localRecovery // nil: no local recovery
+	local        *localRecovery                     // nil: no local recovery
 	targets      targets                            // savepoints in progress
 	channelState map[string][]metadata.ChannelState // restored in-flight data by edge
 	chanGroups   []*channelStateGroup

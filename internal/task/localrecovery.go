@@ -138,8 +138,8 @@ type localManifest struct {
 	// Keyed and Timers are the uploaded handles of keyed.kst and
 	// timers.tmr; Native the uploaded native state, whose files are under
 	// native/ by their names.
-	Keyed  *storage.FileHandle    `json:"keyed,omitempty"`
-	Timers *storage.FileHandle    `json:"timers,omitempty"`
+	Keyed  *storage.FileHandle   `json:"keyed,omitempty"`
+	Timers *storage.FileHandle   `json:"timers,omitempty"`
 	Native *metadata.NativeState `json:"native,omitempty"`
 }
 
@@ -447,7 +447,7 @@ func (lc *localCopy) native(snap *state.NativeSnapshot, ns *metadata.NativeState
 		lc.fail(err)
 		return
 	}
-	if err := snap.MoveTo(filepath.Join(lc.dir, localNativeDir)); err != nil {
+	if err := snap.Keep(filepath.Join(lc.dir, localNativeDir)); err != nil {
 		lc.fail(err)
 		return
 	}

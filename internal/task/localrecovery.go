@@ -335,12 +335,17 @@ func (t *task) beginLocalCopy(id int64, c *OpContext) *localCopy {
 	return lc
 }
 
-// fail drops the copy with a warning.
+// fail drops the copy, with a warning unless the checkpoint is no longer
+// wanted anyway (an abort deleted the copy under its writer).
 func (lc *localCopy) fail(err error) {
 	if lc.failed {
 		return
 	}
 	lc.failed = true
+	if !lc.l.wanted(lc.m.Checkpoint) {
+		lc.discard()
+		return
+	}
 	lc.l.logger.Warn(fmt.Sprintf("Could not keep a local copy of checkpoint %d for %s: a restore will read its state from checkpoint storage.",
 		lc.m.Checkpoint, lc.name), "dir", lc.dir, "err", err)
 	lc.discard()

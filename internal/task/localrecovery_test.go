@@ -259,7 +259,9 @@ func TestLocalCopyRestore(t *testing.T) {
 				os.WriteFile(filepath.Join(dir, localManifestName), []byte(`{"version":2}`), 0o644)
 			}},
 		{name: "truncated file", kgEnd: 7, warn: "is damaged (", store: int64(len(keyed) + len(timers)),
-			damage: func(e *localEnv, dir string, st *metadata.Subtask) { os.Truncate(filepath.Join(dir, localKeyedName), 10) }},
+			damage: func(e *localEnv, dir string, st *metadata.Subtask) {
+				os.Truncate(filepath.Join(dir, localKeyedName), 10)
+			}},
 		{name: "rescaled", kgEnd: 3, warn: "holds key groups [0, 7] and the subtask now owns [0, 3] (the job was rescaled)",
 			store: int64(len(keyed) + len(timers))},
 		{name: "other upload", kgEnd: 7, warn: "does not match the checkpoint: the keyed-state file differs", store: int64(len(keyed) + len(timers)),

@@ -188,6 +188,23 @@ func newLocalRecovery(opts *Options) *localRecovery {
 	return l
 }
 
+// RemoveLocalCopies deletes every local copy of the job
+// opts.CheckpointJob in opts.Checkpoints (with the LocalRecovery, StateDir
+// and Logger of opts): for a job that ended without retained checkpoints,
+// whose copies nothing can use any more. It does nothing when local
+// recovery is off.
+func RemoveLocalCopies(opts Options) {
+	opts.ensureDefaults()
+	l := newLocalRecovery(&opts)
+	if l == nil {
+		return
+	}
+	l.removeCopies(func(int64) bool { return true })
+	for _, d := range l.dirs {
+		_ = os.Remove(d) // the job's scope, if nothing else is in it
+	}
+}
+
 func fnv32(s string) uint32 {
 	h := fnv.New32a()
 	_, _ = h.Write([]byte(s))

@@ -169,6 +169,12 @@ func TestLocalCopyRetention(t *testing.T) {
 		t.Fatalf("restoreID %d for another job's checkpoint", j.local.restoreID)
 	}
 	e.wantCopies("after deploying from another job")
+	e.checkpoint(6, []byte("last"), nil)
+	e.wantCopies("after checkpoint 6", "chk-6")
+	RemoveLocalCopies(e.opts) // the job ended without retained checkpoints
+	if _, err := os.Stat(e.l.dirs[0]); !os.IsNotExist(err) {
+		t.Fatalf("the job's local copies are still there after RemoveLocalCopies: %v", err)
+	}
 	if strings.Contains(e.logs.String(), "level=WARN") {
 		t.Errorf("warnings:\n%s", e.logs)
 	}

@@ -364,7 +364,7 @@ func (t *task) persist(snaps []OperatorSnapshot, a Ack, cs *channelState, timeou
 		}
 		base := fmt.Sprintf("op-%s-%d", sanitize(c.UID), c.Subtask)
 		// The keyed state's local copy (localrecovery.go), if any.
-		lc := t.beginLocalCopy(a.ID, c)
+		lc := t.beginLocalCopy(a.ID, c, &s)
 		defer lc.cleanup()
 		if s.Keyed != nil {
 			h, err := t.writeFile(a.ID, base+".kst", func(w io.Writer) error {

@@ -330,12 +330,13 @@ type localCopy struct {
 	failed bool
 }
 
-// beginLocalCopy starts the copy of operator c's state for checkpoint id;
-// nil when no copy is to be made (local recovery off, a savepoint, a
-// checkpoint no longer wanted).
-func (t *task) beginLocalCopy(id int64, c *OpContext) *localCopy {
+// beginLocalCopy starts the copy of operator c's snapshot s for
+// checkpoint id; nil when no copy is to be made (local recovery off, no
+// keyed state, the changelog backend, a savepoint, a checkpoint no longer
+// wanted).
+func (t *task) beginLocalCopy(id int64, c *OpContext, s *OperatorSnapshot) *localCopy {
 	l := t.local
-	if l == nil || t.store == nil {
+	if l == nil || t.store == nil || s.Keyed == nil && s.Native == nil && len(s.Timers) == 0 || s.Async != nil {
 		return nil
 	}
 	if _, sp := t.targets.get(id); sp || !l.wanted(id) {

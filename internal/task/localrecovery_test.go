@@ -14,6 +14,7 @@ import (
 
 	"github.com/weirstream/weir/internal/checkpoint/metadata"
 	"github.com/weirstream/weir/internal/checkpoint/storage"
+	"github.com/weirstream/weir/internal/state"
 )
 
 // syncBuffer is a bytes.Buffer safe for concurrent writes.
@@ -33,6 +34,15 @@ func (s *syncBuffer) String() string {
 	defer s.mu.Unlock()
 	return s.b.String()
 }
+
+// noSnapshot stands for a keyed-state snapshot; the tests write the
+// stream themselves.
+type noSnapshot struct{}
+
+func (noSnapshot) WriteStream(io.Writer) (state.KeyGroupOffsets, error) {
+	return state.KeyGroupOffsets{}, nil
+}
+func (noSnapshot) Release() {}
 
 // localEnv is a job's local recovery over a mem:// store, with one task
 // of operator "win" (subtask 0, key groups 0..7) that writes copies.
@@ -89,7 +99,7 @@ func (e *localEnv) upload(id int64, name string, data []byte, tee func(io.Writer
 // the subtask's metadata.
 func (e *localEnv) checkpoint(id int64, keyed, timers []byte) metadata.Subtask {
 	e.t.Helper()
-	lc := e.task.beginLocalCopy(id, e.op)
+	lc := e.task.beginLocalCopy(id, e.op, &OperatorSnapshot{Timers: timers, Keyed: noSnapshot{}})
 	defer lc.cleanup()
 	kh := e.upload(id, "op-win-0.kst", keyed, lc.teeKeyed)
 	lc.keyed(&kh)
@@ -143,7 +153,7 @@ func TestLocalCopyRetention(t *testing.T) {
 
 	// A copy whose checkpoint is aborted while it is being written is
 	// dropped when it finishes.
-	lc := e.task.beginLocalCopy(4, e.op)
+	lc := e.task.beginLocalCopy(4, e.op, &OperatorSnapshot{Keyed: noSnapshot{}})
 	h := e.upload(4, "op-win-0.kst", []byte("racing"), lc.teeKeyed)
 	e.l.abort(4)
 	lc.keyed(&h)
@@ -185,8 +195,18 @@ func TestLocalCopyRetention(t *testing.T) {
 func TestLocalCopyNotMade(t *testing.T) {
 	e := newLocalEnv(t)
 	e.task.targets.put(1, Target{Store: e.store, Dir: "sp"})
-	if lc := e.task.beginLocalCopy(1, e.op); lc != nil {
+	keyed := &OperatorSnapshot{Keyed: noSnapshot{}}
+	if lc := e.task.beginLocalCopy(1, e.op, keyed); lc != nil {
 		t.Fatal("a copy for a savepoint")
+	}
+	if lc := e.task.beginLocalCopy(2, e.op, &OperatorSnapshot{Lists: []metadata.List{{Name: "l"}}}); lc != nil {
+		t.Fatal("a copy of an operator without keyed state")
+	}
+	if lc := e.task.beginLocalCopy(2, e.op, &OperatorSnapshot{Keyed: noSnapshot{}, Async: func(context.Context, int64, *metadata.Subtask) (int64, error) { return 0, nil }}); lc != nil {
+		t.Fatal("a copy of the changelog backend's state")
+	}
+	if lc := e.task.beginLocalCopy(2, e.op, keyed); lc == nil {
+		t.Fatal("no copy of keyed state")
 	}
 	opts := e.opts
 	opts.LocalRecovery = LocalRecoveryOptions{}

@@ -99,6 +99,28 @@ type CheckpointOptions struct {
 	// be read: the records it held are lost. Default -1: none
 	// (execution.state-recovery.without-channel-state.checkpoint-id).
 	RecoverWithoutChannelState int64
+	// LocalBackup keeps, besides the upload, a local copy of every
+	// subtask's keyed state for the latest completed checkpoint, so that
+	// a restart on this machine can skip the download (Flink's local
+	// recovery; see docs/local-recovery.md). Pebble incremental
+	// checkpoints keep the snapshot directory they uploaded from (a
+	// rename, nothing written); full checkpoints write their stream a
+	// second time, to a local file. Default false; RecoverFromLocal
+	// implies it (execution.checkpointing.local-backup.enabled).
+	LocalBackup bool
+	// RecoverFromLocal restores each subtask from its local copy when one
+	// matches the restored checkpoint exactly, reading none of its keyed
+	// state from Dir; the other subtasks (no copy, another key-group range
+	// after rescaling, a damaged copy) read Dir, with a warning. Default
+	// false (execution.state-recovery.from-local).
+	RecoverFromLocal bool
+	// LocalBackupDirs are the root directories of the local copies;
+	// subtask i uses LocalBackupDirs[i % len]. For the pebble backend
+	// they should be on the file system of Options.StateDir (copies are
+	// then renames, restores hard links). Default
+	// <Options.StateDir>/local-recovery
+	// (execution.checkpointing.local-backup.dirs).
+	LocalBackupDirs []string
 }
 
 // unaligned reports whether checkpoints run unaligned, and why not if they
@@ -184,6 +206,12 @@ func (c *CheckpointOptions) validate() []error {
 	}
 	if c.MaxSubtasksPerChannelStateFile < 0 {
 		bad("max subtasks per channel-state file %d must be at least 1", c.MaxSubtasksPerChannelStateFile)
+	}
+	for _, d := range c.LocalBackupDirs {
+		if strings.TrimSpace(d) == "" {
+			bad("local backup directories %q must not contain an empty path", c.LocalBackupDirs)
+			break
+		}
 	}
 	if c.AlignedCheckpointTimeout < 0 {
 		bad("aligned checkpoint timeout %v must not be negative", c.AlignedCheckpointTimeout)

@@ -308,6 +308,9 @@ func (e *Environment) execute(ctx context.Context, name string) (runner.Result, 
 	if e.opts.Changelog.Enabled && !enabled {
 		e.opts.Logger.Warn("state.changelog.enabled has no effect without checkpoints: set execution.checkpointing.interval", "job", name)
 	}
+	if (co.LocalBackup || co.RecoverFromLocal) && !enabled {
+		e.opts.Logger.Warn("local recovery (execution.checkpointing.local-backup.enabled, execution.state-recovery.from-local) has no effect without checkpoints: set execution.checkpointing.interval", "job", name)
+	}
 	unaligned, why := co.unaligned()
 	if why != "" && enabled {
 		e.opts.Logger.Warn(why, "job", name)
@@ -355,6 +358,13 @@ func (e *Environment) execute(ctx context.Context, name string) (runner.Result, 
 	}
 	defer srv.close()
 	res, err := runner.Run(ctx, cfg)
+	if runner.Retention(co.Retention) != runner.RetainOnCancellation {
+		// The checkpoints the local copies are of may be gone: the copies
+		// would only take space until the job's next run.
+		o := cfg.Task
+		o.Checkpoints, o.CheckpointJob, o.Logger = cfg.Storage, cfg.JobDir, cfg.Logger
+		task.RemoveLocalCopies(o)
+	}
 	if lerr := st.LockErr(); lerr != nil && err != nil {
 		return res, fmt.Errorf("job %q stopped: %w", name, lerr)
 	}
@@ -392,7 +402,9 @@ func (e *Environment) taskOptions(name string) task.Options {
 		CheckpointMode:           mode,
 		Incremental:              e.opts.Checkpoint.Incremental,
 		ChannelStateFileSubtasks: e.opts.Checkpoint.MaxSubtasksPerChannelStateFile,
-		Hooks:                    e.hooks.task,
+		LocalRecovery: task.LocalRecoveryOptions{Backup: e.opts.Checkpoint.LocalBackup,
+			FromLocal: e.opts.Checkpoint.RecoverFromLocal, Dirs: e.opts.Checkpoint.LocalBackupDirs},
+		Hooks: e.hooks.task,
 	}
 }
 

@@ -306,6 +306,9 @@ func OptionsFromConfig(c *config.Config) Options {
 		AlignedCheckpointTimeout:       c.Duration("execution.checkpointing.aligned-checkpoint-timeout"),
 		MaxSubtasksPerChannelStateFile: int(c.Int("execution.checkpointing.unaligned.max-subtasks-per-channel-state-file")),
 		RecoverWithoutChannelState:     c.Int("execution.state-recovery.without-channel-state.checkpoint-id"),
+		LocalBackup:                    c.Bool("execution.checkpointing.local-backup.enabled"),
+		RecoverFromLocal:               c.Bool("execution.state-recovery.from-local"),
+		LocalBackupDirs:                splitDirs(c.String("execution.checkpointing.local-backup.dirs")),
 	}
 	o.BufferDebloat = BufferDebloatOptions{
 		Enabled:              c.Bool("taskmanager.network.memory.buffer-debloat.enabled"),
@@ -478,3 +481,16 @@ var ErrJobLocked = runner.ErrJobLocked
 // with Force, or its lease ran out before it could be renewed. The job
 // wrote nothing to the directory after it noticed.
 var ErrJobLockLost = runner.ErrJobLockLost
+
+// splitDirs splits a list of directories at commas and at the OS path
+// list separator (as Flink does), dropping empty entries and spaces
+// around each; nil for none.
+func splitDirs(s string) []string {
+	var dirs []string
+	for _, d := range strings.FieldsFunc(s, func(r rune) bool { return r == ',' || r == filepath.ListSeparator }) {
+		if d = strings.TrimSpace(d); d != "" {
+			dirs = append(dirs, d)
+		}
+	}
+	return dirs
+}

@@ -352,6 +352,30 @@ var optionTable = []Option{
 			"false: such a restore fails and names the uid. weir run --allow-non-restored-state sets it.",
 	},
 	{
+		Key:     "execution.checkpointing.local-backup.enabled",
+		Kind:    KindBool,
+		Default: "false",
+		Description: "Local recovery: every subtask also keeps a local copy of its keyed state for the latest completed checkpoint " +
+			"(pebble incremental: the snapshot directory it uploaded from, kept by a rename; full checkpoints: the stream written a " +
+			"second time, to a local file). execution.state-recovery.from-local implies it.",
+	},
+	{
+		Key:     "execution.state-recovery.from-local",
+		Kind:    KindBool,
+		Default: "false",
+		Description: "Local recovery: a restart restores each subtask from its local copy when one matches the checkpoint exactly " +
+			"(same checkpoint, operator, subtask and key-group range, files verified) and reads nothing of its keyed state from the " +
+			"checkpoint storage; other subtasks (no copy, rescaled, damaged copy) read the storage, with a warning.",
+	},
+	{
+		Key:     "execution.checkpointing.local-backup.dirs",
+		Kind:    KindString,
+		Default: "",
+		Description: "Local recovery: root directories of the local copies, separated by commas (or the OS path list separator); " +
+			"subtask i uses directory i modulo their number. Empty: <state.backend.local-dir>/local-recovery. For the pebble backend " +
+			"use the file system of state.backend.local-dir, so that copies are renames and restores hard links.",
+	},
+	{
 		Key:     "execution.checkpointing.savepoint-dir",
 		Kind:    KindString,
 		Default: "",

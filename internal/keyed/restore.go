@@ -102,32 +102,14 @@ func (rt *Runtime) openNative(so state.Options, r *task.RestoredState) (*state.P
 	return pb, nil
 }
 
+// downloadNative places the files of n in dir: from the subtask's local
+// copy when it has them (hard links to the sstables), else downloaded.
 func downloadNative(r *task.RestoredState, n task.NativeRestore, dir string) error {
 	for _, f := range n.State.Files {
-		if err := download(r, f.Handle, filepath.Join(dir, filepath.FromSlash(f.Name))); err != nil {
+		if err := r.FetchFile(f.Handle, filepath.Join(dir, filepath.FromSlash(f.Name)), f.Shared); err != nil {
 			_ = os.RemoveAll(dir)
 			return fmt.Errorf("%s: %w", f.Handle.Path, err)
 		}
 	}
 	return nil
-}
-
-func download(r *task.RestoredState, h storage.FileHandle, path string) error {
-	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
-		return err
-	}
-	src, err := r.Open(h)
-	if err != nil {
-		return err
-	}
-	defer src.Close()
-	dst, err := os.Create(path)
-	if err != nil {
-		return err
-	}
-	if _, err := io.Copy(dst, src); err != nil {
-		dst.Close()
-		return err
-	}
-	return dst.Close()
 }

@@ -51,7 +51,7 @@ import (
 // files, taken by TakeNativeSnapshot.
 type NativeSnapshot struct {
 	// Dir is the local directory holding the checkpoint; Release deletes
-	// it.
+	// it (unless Keep moved it).
 	Dir string
 	// Files lists every regular file under Dir, by name relative to Dir
 	// (slash-separated), sorted by name.
@@ -62,6 +62,8 @@ type NativeSnapshot struct {
 	// KeyGroupStart and KeyGroupEnd are the backend's key-group range
 	// (inclusive).
 	KeyGroupStart, KeyGroupEnd int
+
+	kept bool // Keep handed Dir over: Release leaves it
 }
 
 // NativeFile is a file of a NativeSnapshot.
@@ -111,10 +113,13 @@ func (b *PebbleBackend) TakeNativeSnapshot(dir string) (*NativeSnapshot, error) 
 	return s, nil
 }
 
-// Release deletes the snapshot's directory. The backend is not involved,
-// so Release may be called from any goroutine, before or after the
-// backend's Close.
+// Release deletes the snapshot's directory, unless Keep handed it over.
+// The backend is not involved, so Release may be called from any
+// goroutine, before or after the backend's Close.
 func (s *NativeSnapshot) Release() error {
+	if s.kept {
+		return nil
+	}
 	if err := os.RemoveAll(s.Dir); err != nil {
 		return fmt.Errorf("state: release native snapshot: %w", err)
 	}

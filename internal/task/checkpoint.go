@@ -166,6 +166,7 @@ func (j *Job) TriggerCheckpoint(id, triggerTime int64, opts checkpoint.Options) 
 // it holds everything the job produced: with Options.FinalCheckpoint,
 // subtasks then finish.
 func (j *Job) NotifyCheckpointComplete(id int64, final bool) {
+	j.local.complete(id)
 	for _, t := range j.tasks {
 		t.mail.post(func() error {
 			err := t.notify(id, true)
@@ -179,6 +180,7 @@ func (j *Job) NotifyCheckpointComplete(id int64, final bool) {
 // aborted.
 func (j *Job) NotifyCheckpointAborted(id int64) {
 	j.targets.abort(id)
+	j.local.abort(id)
 	for _, g := range j.chanGroups {
 		g.abort(id, fmt.Errorf("checkpoint %d: %w", id, errChannelStateAborted))
 	}
@@ -361,9 +363,12 @@ func (t *task) persist(snaps []OperatorSnapshot, a Ack, cs *channelState, timeou
 			}
 		}
 		base := fmt.Sprintf("op-%s-%d", sanitize(c.UID), c.Subtask)
+		// The keyed state's local copy (localrecovery.go), if any.
+		lc := t.beginLocalCopy(a.ID, c, &s)
+		defer lc.cleanup()
 		if s.Keyed != nil {
 			h, err := t.writeFile(a.ID, base+".kst", func(w io.Writer) error {
-				_, err := s.Keyed.WriteStream(w)
+				_, err := s.Keyed.WriteStream(lc.teeKeyed(w))
 				return err
 			})
 			if err != nil {
@@ -371,6 +376,7 @@ func (t *task) persist(snaps []OperatorSnapshot, a Ack, cs *channelState, timeou
 				return
 			}
 			st.Keyed = h
+			lc.keyed(h)
 			if h != nil {
 				a.Bytes += h.Size
 			}
@@ -382,6 +388,7 @@ func (t *task) persist(snaps []OperatorSnapshot, a Ack, cs *channelState, timeou
 				return
 			}
 			st.Native = ns
+			lc.native(s.Native.Snap, ns)
 			a.Bytes += uploaded
 		}
 		if len(s.Timers) > 0 {
@@ -394,10 +401,12 @@ func (t *task) persist(snaps []OperatorSnapshot, a Ack, cs *channelState, timeou
 				return
 			}
 			st.Timers = h
+			lc.timers(s.Timers, h)
 			if h != nil {
 				a.Bytes += h.Size
 			}
 		}
+		lc.finish()
 		if _, sp := t.targets.get(a.ID); sp && len(st.Refs) > 0 {
 			// A savepoint holds its own copy of every file.
 			refs, n, err := t.copyRefs(a.ID, base, st.Refs)

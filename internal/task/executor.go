@@ -115,6 +115,9 @@ type Options struct {
 	// (execution.state-recovery.without-channel-state.checkpoint-id): the
 	// records an unaligned checkpoint persisted in the network are lost.
 	SkipChannelState bool
+	// LocalRecovery keeps local copies of the subtasks' keyed state and
+	// restores from them (localrecovery.go); default off.
+	LocalRecovery LocalRecoveryOptions
 	// Debloat, if set, turns buffer debloating on: every subtask with an
 	// input gate sizes the buffers its senders fill to its throughput
 	// (network.Debloater). Zero fields take Flink's defaults (a negative
@@ -249,6 +252,7 @@ type Job struct {
 	sourcesEnded chan struct{}
 	sourcesLeft  atomic.Int64
 	restored     map[string]*restoredOp
+	local        *localRecovery                     // nil: no local recovery
 	targets      targets                            // savepoints in progress
 	channelState map[string][]metadata.ChannelState // restored in-flight data by edge
 	chanGroups   []*channelStateGroup
@@ -296,6 +300,7 @@ func Deploy(ctx context.Context, jg *graph.JobGraph, opts Options) (*Job, error)
 			return nil, err
 		}
 	}
+	j.openLocalRecovery()
 	// Each run gets its own state directory, so concurrent runs of a job do
 	// not collide; Run deletes it at the end.
 	var suffix [6]byte
@@ -484,6 +489,7 @@ func (j *Job) buildTask(v *graph.Vertex, index int, gates map[*graph.Vertex][]*n
 	t.runID = j.opts.RunID
 	t.openRestored = j.openRestored
 	t.targets = &j.targets
+	t.local = j.local
 	if t.source != nil {
 		j.sourcesLeft.Add(1)
 		t.onEnded = func() {

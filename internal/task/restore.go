@@ -4,8 +4,11 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"os"
+	"path/filepath"
 	"sort"
 	"strings"
+	"sync/atomic"
 
 	"github.com/weirstream/weir/internal/checkpoint/metadata"
 	"github.com/weirstream/weir/internal/checkpoint/storage"
@@ -33,6 +36,12 @@ type RestoredState struct {
 	// referenced by new checkpoints instead of uploaded again.
 	OwnStorage bool
 	open       func(storage.FileHandle) (io.ReadCloser, error)
+	// local are the files of a local copy that matches this share
+	// exactly (task-local recovery, localrecovery.go); nil: none.
+	local *localFiles
+	// storeBytes and localBytes count the bytes Open and FetchFile read
+	// from the store and took from the local copy.
+	storeBytes, localBytes atomic.Int64
 }
 
 // ChangelogRestore is one old subtask's changelog records: Pending first,
@@ -45,7 +54,7 @@ type ChangelogRestore struct {
 
 // ReadFile reads a whole restored file, verified against its handle.
 func (r *RestoredState) ReadFile(h storage.FileHandle) ([]byte, error) {
-	return readAllRestored(r.open, h)
+	return readAllRestored(r.Open, h)
 }
 
 // readAllRestored reads the whole file h opened with open.
@@ -64,9 +73,72 @@ type NativeRestore struct {
 	State                      *metadata.NativeState
 }
 
-// Open opens a restored file for reading; the content is verified against
-// the handle's size and checksum as it streams (see storage.OpenFile).
-func (r *RestoredState) Open(h storage.FileHandle) (io.ReadCloser, error) { return r.open(h) }
+// Open opens a restored file for reading: from the subtask's local copy
+// if it has the file, verified against the handle's size and checksum
+// before Open returns, else from the store, verified as it streams (see
+// storage.OpenFile). A local file that fails verification is read from
+// the store instead, with a warning.
+func (r *RestoredState) Open(h storage.FileHandle) (io.ReadCloser, error) {
+	if p, ok := r.local.path(h); ok {
+		f, err := openLocal(p, h)
+		if err == nil {
+			r.localBytes.Add(h.Size)
+			return f, nil
+		}
+		r.local.failed(h, err)
+	}
+	return r.openStore(h)
+}
+
+func (r *RestoredState) openStore(h storage.FileHandle) (io.ReadCloser, error) {
+	rc, err := r.open(h)
+	if err != nil {
+		return nil, err
+	}
+	return countingReader{rc, &r.storeBytes}, nil
+}
+
+// FetchFile places the content of the restored file h at path, which must
+// not exist (its parent directories are created): from the subtask's
+// local copy if it has the file and it passes verification (a hard link
+// when immutable, an sstable say, and the file system allows one; a copy
+// otherwise), else downloaded from the store and verified as it streams.
+// On error nothing is left at path.
+func (r *RestoredState) FetchFile(h storage.FileHandle, path string, immutable bool) error {
+	if p, ok := r.local.path(h); ok {
+		f, err := openLocal(p, h)
+		if err == nil {
+			f.Close()
+			err = state.LinkNativeFile(p, path, immutable)
+		}
+		if err == nil {
+			r.localBytes.Add(h.Size)
+			return nil
+		}
+		_ = os.Remove(path)
+		r.local.failed(h, err)
+	}
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		return err
+	}
+	src, err := r.openStore(h)
+	if err != nil {
+		return err
+	}
+	defer src.Close()
+	dst, err := os.Create(path)
+	if err != nil {
+		return err
+	}
+	_, err = io.Copy(dst, src)
+	if cerr := dst.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		_ = os.Remove(path)
+	}
+	return err
+}
 
 // List returns the restored elements of the operator list state name, and
 // false if the checkpoint has no such list.
@@ -81,6 +153,8 @@ func (r *RestoredState) List(name string) (metadata.List, bool) {
 
 type restoredOp struct {
 	op *metadata.Operator
+	// local, if set, holds local copies of op's state (localrecovery.go).
+	local *localRecovery
 }
 
 // ErrStateMismatch is wrapped by the errors of a restore whose checkpoint
@@ -195,6 +269,9 @@ func (r *restoredOp) forSubtask(index, p, kgStart, kgEnd int, open func(storage.
 					Log: st.Changelog, Pending: st.Pending})
 			}
 		}
+	}
+	if r.local != nil {
+		r.local.attach(rs, r.op, index, kgStart, kgEnd)
 	}
 	sort.Strings(names)
 	for _, name := range names {

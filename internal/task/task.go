@@ -90,6 +90,8 @@ type task struct {
 	storeJob string
 	// targets are the savepoints in progress (the job's).
 	targets *targets
+	// local keeps local copies of checkpoints (the job's; nil: none).
+	local *localRecovery
 	// suspended is the synchronous savepoint (stop-with-savepoint) the
 	// task took its snapshot for and waits on, 0 for none; syncAborted the
 	// newest aborted snapshot, so that a barrier that comes after its

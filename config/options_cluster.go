@@ -132,6 +132,14 @@ var clusterOptionTable = []Option{
 		Description: "Name of the cluster in the high-availability store: job managers and task managers of one cluster share it.",
 	},
 	{
+		Key:     "high-availability.etcd.session-ttl",
+		Kind:    KindDuration,
+		Default: "15 s",
+		Description: "Lease of a job manager's leadership in etcd: a crashed leader's leadership ends after it and a standby takes over; " +
+			"a leader that cannot renew it within that time stops its job.",
+		Min: int64(time.Second),
+	},
+	{
 		Key:         "high-availability.storageDir",
 		Kind:        KindString,
 		Default:     "",

@@ -103,7 +103,8 @@ func haConfig(cfg *config.Config, logger *slog.Logger) (*ha.Config, error) {
 	if len(eps) == 0 {
 		return nil, errors.New("high-availability.type etcd: set high-availability.etcd.endpoints (http://host:2379,...)")
 	}
-	hc := &ha.Config{Endpoints: eps, ClusterID: cfg.String("high-availability.cluster-id"), Logger: logger}
+	hc := &ha.Config{Endpoints: eps, ClusterID: cfg.String("high-availability.cluster-id"), Logger: logger,
+		SessionTTL: cfg.Duration("high-availability.etcd.session-ttl")}
 	hc.EnsureDefaults()
 	if err := hc.Validate(); err != nil {
 		return nil, err

@@ -135,7 +135,7 @@ func ResolveSnapshot(ctx context.Context, loc string) (*Storage, Snapshot, error
 	if sj, err := SanitizeJob(leaf); err != nil || sj != leaf {
 		return nil, Snapshot{}, fmt.Errorf("snapshot %s: %w: the directory name %q has characters other than [A-Za-z0-9._-]; rename it", loc, ErrInvalidName, leaf)
 	}
-	s, err := open(ctx, root, false)
+	s, err := open(ctx, root, false, Options{})
 	if err != nil {
 		return nil, Snapshot{}, fmt.Errorf("snapshot %s: %w", loc, err)
 	}

@@ -211,6 +211,19 @@ var (
 	_ ObjectWriter       = (*replayWriter)(nil)
 )
 
+// NewRetryBucket wraps b so that its operations are retried on transient
+// errors as o.Retry says, with a warning to o.Logger per retry, as Open
+// does for object stores. Use it for buckets opened with a custom client
+// (NewBlobBucket); the returned Bucket owns b. Invalid options are
+// reported, all at once.
+func NewRetryBucket(b Bucket, o Options) (Bucket, error) {
+	if err := o.Retry.Validate(); err != nil {
+		return nil, err
+	}
+	o.Retry.EnsureDefaults()
+	return newRetryBucket(b, o.Retry, o.Logger), nil
+}
+
 // newRetryBucket wraps b; o must have its defaults and be valid.
 func newRetryBucket(b Bucket, o RetryOptions, log *slog.Logger) Bucket {
 	if o.MaxAttempts <= 1 && o.MaxReplayBytes < 0 {

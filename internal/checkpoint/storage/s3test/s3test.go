@@ -23,9 +23,11 @@
 // S3: a Fault names a method and a glob on the object key (path.Match, '*'
 // does not cross '/'), how many matching requests it affects, and what
 // happens to them. The AWS SDK retries 5xx answers and dropped connections
-// itself (3 attempts by default, with a randomized backoff of up to
-// seconds); SDKAttempts sets its attempts for a test, so that a test of
-// weir's own retries counts failures exactly and stays fast.
+// itself (3 attempts, with a randomized backoff of up to seconds, which
+// gocloud's s3:// URLs cannot change: AWS_MAX_ATTEMPTS is ignored there);
+// Server.OpenBucket opens the bucket through a client that makes exactly
+// the attempts a test asks for, so that a test of weir's own retries
+// counts failures exactly and stays fast.
 package s3test
 
 import (
@@ -37,15 +39,19 @@ import (
 	"net/url"
 	"path"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/aws/ratelimit"
+	"github.com/aws/aws-sdk-go-v2/aws/retry"
+	"github.com/aws/aws-sdk-go-v2/service/s3"
 	"github.com/johannesboyne/gofakes3"
 	"github.com/johannesboyne/gofakes3/backend/s3mem"
-	_ "gocloud.dev/blob/s3blob" // s3:// URLs
+	"gocloud.dev/blob"
+	"gocloud.dev/blob/s3blob" // also registers s3:// URLs
 )
 
 // Region is the region the URLs name; the servers ignore it.
@@ -133,12 +139,32 @@ func SetCredentials(t testing.TB) {
 	}
 }
 
-// SDKAttempts sets, for the test, how many attempts the AWS SDK makes per
-// request (AWS_MAX_ATTEMPTS; 1: it does not retry). It applies to buckets
-// opened afterwards, in this process and in child processes.
-func SDKAttempts(t testing.TB, n int) {
-	t.Helper()
-	t.Setenv("AWS_MAX_ATTEMPTS", strconv.Itoa(n))
+// OpenBucket opens prefix ("" for the bucket root) of the server's bucket
+// through an S3 client of its own whose SDK makes sdkAttempts attempts per
+// request (1: the SDK does not retry; the s3:// URLs always get the SDK's
+// default of 3, see the package doc). The caller closes the bucket
+// (storage.NewBlobBucket's Close does).
+func (s *Server) OpenBucket(prefix string, sdkAttempts int) *blob.Bucket {
+	s.t.Helper()
+	client := s3.New(s3.Options{
+		Region:       Region,
+		BaseEndpoint: aws.String(s.Endpoint),
+		UsePathStyle: true,
+		Credentials: aws.CredentialsProviderFunc(func(context.Context) (aws.Credentials, error) {
+			return aws.Credentials{AccessKeyID: "weir-test", SecretAccessKey: "weir-test-secret"}, nil
+		}),
+		Retryer: retry.AddWithMaxAttempts(retry.NewStandard(func(o *retry.StandardOptions) {
+			o.RateLimiter = ratelimit.None
+		}), sdkAttempts),
+	})
+	b, err := s3blob.OpenBucket(context.Background(), client, s.Bucket, nil)
+	if err != nil {
+		s.t.Fatalf("s3test: open bucket %s: %v", s.Bucket, err)
+	}
+	if p := strings.Trim(prefix, "/"); p != "" {
+		b = blob.PrefixedBucket(b, p+"/")
+	}
+	return b
 }
 
 // URL returns the s3:// URL of prefix (no leading or trailing slash
@@ -315,6 +341,7 @@ func (s *Server) wrap(h http.Handler) http.Handler {
 				return
 			case <-s.closing:
 				t.Stop()
+				drop(w) // no answer: an empty 200 would look like success
 				return
 			}
 		}

@@ -210,6 +210,7 @@ type Job struct {
 	sourcesLeft  atomic.Int64
 	restored     map[string]*restoredOp
 	targets      targets                            // savepoints in progress
+	asyncs       asyncCancels                       // ends aborted snapshots' uploads
 	channelState map[string][]metadata.ChannelState // restored in-flight data by edge
 	chanGroups   []*channelStateGroup
 	stateDir     string
@@ -397,6 +398,7 @@ func (j *Job) buildTask(v *graph.Vertex, index int, gates map[*graph.Vertex][]*n
 	t.runID = j.opts.RunID
 	t.openRestored = j.openRestored
 	t.targets = &j.targets
+	t.asyncs = &j.asyncs
 	if t.source != nil {
 		j.sourcesLeft.Add(1)
 		t.onEnded = func() {

@@ -90,6 +90,9 @@ type task struct {
 	storeJob string
 	// targets are the savepoints in progress (the job's).
 	targets *targets
+	// asyncs cancels the uploads of aborted snapshots (the job's; nil in
+	// some tests).
+	asyncs *asyncCancels
 	// suspended is the synchronous savepoint (stop-with-savepoint) the
 	// task took its snapshot for and waits on, 0 for none; syncAborted the
 	// newest aborted snapshot, so that a barrier that comes after its

@@ -75,7 +75,7 @@ func (d *driver) triggerSavepoint(req ManualRequest) {
 	if format == checkpoint.FormatConfigured {
 		format = checkpoint.FormatCanonical
 	}
-	store, err := storage.Open(d.ctx, target)
+	store, err := storage.OpenWith(d.ctx, target, storage.Options{Logger: r.cfg.Logger})
 	if err != nil {
 		req.Reply <- ManualResult{Err: fmt.Errorf("savepoint target %s: %w", target, err)}
 		return

@@ -97,7 +97,7 @@ func OpenStorage(ctx context.Context, cfg *Config, o StorageOptions) (*OpenedSto
 		return nil, err
 	}
 	if store == nil {
-		if store, err = storage.Open(ctx, o.Dir); err != nil {
+		if store, err = storage.OpenWith(ctx, o.Dir, storage.Options{Logger: cfg.Logger}); err != nil {
 			return nil, fmt.Errorf("checkpoint storage %q: %w", o.Dir, err)
 		}
 		s := store

@@ -52,7 +52,8 @@ type OperatorSnapshot struct {
 	// were written: it makes the operator's remaining state durable (the
 	// changelog backend flushes its log tail), fills its fields of st and
 	// returns the bytes it uploaded for this checkpoint. An error declines
-	// the checkpoint. ctx ends when the job does.
+	// the checkpoint. ctx ends when the job does or the snapshot is
+	// aborted.
 	Async func(ctx context.Context, id int64, st *metadata.Subtask) (int64, error)
 	// Refs are files under shared/ the operator's state refers to, written
 	// for this or an earlier checkpoint (metadata.Subtask.Refs): listed,
@@ -181,6 +182,7 @@ func (j *Job) NotifyCheckpointComplete(id int64, final bool) {
 func (j *Job) NotifyCheckpointAborted(id int64) {
 	j.targets.abort(id)
 	j.local.abort(id)
+	j.asyncs.abort(id) // at once: the tasks' mailboxes may be busy
 	for _, g := range j.chanGroups {
 		g.abort(id, fmt.Errorf("checkpoint %d: %w", id, errChannelStateAborted))
 	}
@@ -325,6 +327,9 @@ type outputTimeout struct {
 func (t *task) persist(snaps []OperatorSnapshot, a Ack, cs *channelState, timeoutAt time.Time) {
 	defer t.async.Done()
 	defer releaseSnapshots(snaps)
+	// Uploads end with the task or when the snapshot is aborted.
+	ctx, release := t.asyncs.start(t.ctx, a.ID)
+	defer release()
 	start := time.Now()
 	// The output side of an aligned checkpoint with a timeout runs beside
 	// the uploads: a large state's upload must not hold back the switch.
@@ -367,7 +372,7 @@ func (t *task) persist(snaps []OperatorSnapshot, a Ack, cs *channelState, timeou
 		lc := t.beginLocalCopy(a.ID, c, &s)
 		defer lc.cleanup()
 		if s.Keyed != nil {
-			h, err := t.writeFile(a.ID, base+".kst", func(w io.Writer) error {
+			h, err := t.writeFile(ctx, a.ID, base+".kst", func(w io.Writer) error {
 				_, err := s.Keyed.WriteStream(lc.teeKeyed(w))
 				return err
 			})
@@ -382,7 +387,7 @@ func (t *task) persist(snaps []OperatorSnapshot, a Ack, cs *channelState, timeou
 			}
 		}
 		if s.Native != nil {
-			ns, uploaded, err := t.uploadNative(a.ID, base, s.Native)
+			ns, uploaded, err := t.uploadNative(ctx, a.ID, base, s.Native)
 			if err != nil {
 				t.decline(a, fmt.Errorf("operator %q: native state: %w", c.Name, err))
 				return
@@ -392,7 +397,7 @@ func (t *task) persist(snaps []OperatorSnapshot, a Ack, cs *channelState, timeou
 			a.Bytes += uploaded
 		}
 		if len(s.Timers) > 0 {
-			h, err := t.writeFile(a.ID, base+".tmr", func(w io.Writer) error {
+			h, err := t.writeFile(ctx, a.ID, base+".tmr", func(w io.Writer) error {
 				_, err := w.Write(s.Timers)
 				return err
 			})
@@ -409,7 +414,7 @@ func (t *task) persist(snaps []OperatorSnapshot, a Ack, cs *channelState, timeou
 		lc.finish()
 		if _, sp := t.targets.get(a.ID); sp && len(st.Refs) > 0 {
 			// A savepoint holds its own copy of every file.
-			refs, n, err := t.copyRefs(a.ID, base, st.Refs)
+			refs, n, err := t.copyRefs(ctx, a.ID, base, st.Refs)
 			if err != nil {
 				t.decline(a, fmt.Errorf("operator %q: referenced files: %w", c.Name, err))
 				return
@@ -418,7 +423,7 @@ func (t *task) persist(snaps []OperatorSnapshot, a Ack, cs *channelState, timeou
 			a.Bytes += n
 		}
 		if s.Async != nil {
-			n, err := s.Async(t.ctx, a.ID, &st)
+			n, err := s.Async(ctx, a.ID, &st)
 			if err != nil {
 				t.decline(a, fmt.Errorf("operator %q: %w", c.Name, err))
 				return
@@ -485,7 +490,7 @@ func (t *task) decline(a Ack, err error) {
 // shared/ under a name unique to this operator subtask, run and checkpoint;
 // private files go to chk-<id>. It returns the state for the metadata and
 // the bytes it uploaded.
-func (t *task) uploadNative(id int64, base string, nu *NativeUpload) (*metadata.NativeState, int64, error) {
+func (t *task) uploadNative(ctx context.Context, id int64, base string, nu *NativeUpload) (*metadata.NativeState, int64, error) {
 	if sp, ok := t.targets.get(id); ok {
 		if sp.aborted {
 			return nil, 0, fmt.Errorf("savepoint %d was aborted", id)
@@ -493,7 +498,7 @@ func (t *task) uploadNative(id int64, base string, nu *NativeUpload) (*metadata.
 		// A savepoint holds its own copy of every file.
 		u := upload.Native{Store: sp.Store, Job: sp.Dir, Checkpoint: id, Savepoint: true,
 			PrivateName: func(name string) string { return base + "-" + sanitize(name) }}
-		r, err := u.Upload(t.ctx, nu.Snap, nil)
+		r, err := u.Upload(ctx, nu.Snap, nil)
 		if err != nil {
 			return nil, 0, err
 		}
@@ -505,7 +510,7 @@ func (t *task) uploadNative(id int64, base string, nu *NativeUpload) (*metadata.
 	u := upload.Native{Store: t.store, Job: t.storeJob, Checkpoint: id,
 		SharedName:  func(name string) string { return fmt.Sprintf("%s-%s-%d-%s", base, t.runID, id, sanitize(name)) },
 		PrivateName: func(name string) string { return base + "-" + sanitize(name) }}
-	r, err := u.Upload(t.ctx, nu.Snap, nu.Reuse)
+	r, err := u.Upload(ctx, nu.Snap, nu.Reuse)
 	if err != nil {
 		return nil, 0, err
 	}
@@ -517,11 +522,11 @@ func (t *task) uploadNative(id int64, base string, nu *NativeUpload) (*metadata.
 
 // writeFile writes one data file of checkpoint id; without checkpoint
 // storage it only runs write into io.Discard and returns no handle.
-func (t *task) writeFile(id int64, name string, write func(io.Writer) error) (*storage.FileHandle, error) {
+func (t *task) writeFile(ctx context.Context, id int64, name string, write func(io.Writer) error) (*storage.FileHandle, error) {
 	if _, sp := t.targets.get(id); t.store == nil && !sp {
 		return nil, write(io.Discard)
 	}
-	fw, err := t.createFile(t.ctx, id, name)
+	fw, err := t.createFile(ctx, id, name)
 	if err != nil {
 		return nil, err
 	}

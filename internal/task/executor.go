@@ -254,6 +254,7 @@ type Job struct {
 	restored     map[string]*restoredOp
 	local        *localRecovery                     // nil: no local recovery
 	targets      targets                            // savepoints in progress
+	asyncs       asyncCancels                       // ends aborted snapshots' uploads
 	channelState map[string][]metadata.ChannelState // restored in-flight data by edge
 	chanGroups   []*channelStateGroup
 	stateDir     string
@@ -490,6 +491,7 @@ func (j *Job) buildTask(v *graph.Vertex, index int, gates map[*graph.Vertex][]*n
 	t.openRestored = j.openRestored
 	t.targets = &j.targets
 	t.local = j.local
+	t.asyncs = &j.asyncs
 	if t.source != nil {
 		j.sourcesLeft.Add(1)
 		t.onEnded = func() {

@@ -149,7 +149,7 @@ func (t *task) noteSynchronous(id int64, complete bool) {
 // copyRefs copies the files an operator's state refers to (in the job's
 // shared/ directory) into savepoint id's directory and returns their new
 // handles and the bytes copied.
-func (t *task) copyRefs(id int64, base string, refs []storage.FileHandle) ([]storage.FileHandle, int64, error) {
+func (t *task) copyRefs(ctx context.Context, id int64, base string, refs []storage.FileHandle) ([]storage.FileHandle, int64, error) {
 	out := make([]storage.FileHandle, 0, len(refs))
 	var n int64
 	for i, h := range refs {
@@ -157,12 +157,12 @@ func (t *task) copyRefs(id int64, base string, refs []storage.FileHandle) ([]sto
 			return nil, 0, fmt.Errorf("%s: no checkpoint storage to copy it from", h.Path)
 		}
 		h2, err := func() (storage.FileHandle, error) {
-			src, err := t.store.OpenFile(t.ctx, t.storeJob, h)
+			src, err := t.store.OpenFile(ctx, t.storeJob, h)
 			if err != nil {
 				return storage.FileHandle{}, err
 			}
 			defer src.Close()
-			fw, err := t.createFile(t.ctx, id, fmt.Sprintf("%s-ref-%d", base, i))
+			fw, err := t.createFile(ctx, id, fmt.Sprintf("%s-ref-%d", base, i))
 			if err != nil {
 				return storage.FileHandle{}, err
 			}

@@ -92,6 +92,9 @@ type task struct {
 	targets *targets
 	// local keeps local copies of checkpoints (the job's; nil: none).
 	local *localRecovery
+	// asyncs cancels the uploads of aborted snapshots (the job's; nil in
+	// some tests).
+	asyncs *asyncCancels
 	// suspended is the synchronous savepoint (stop-with-savepoint) the
 	// task took its snapshot for and waits on, 0 for none; syncAborted the
 	// newest aborted snapshot, so that a barrier that comes after its

@@ -13,7 +13,7 @@ import (
 // fsync dirs, by observing the target at each fsync.
 func TestFileDurabilitySequence(t *testing.T) {
 	root := t.TempDir()
-	b, err := openLoc(context.Background(), root, true)
+	b, err := openLoc(context.Background(), root, true, Options{})
 	if err != nil {
 		t.Fatal(err)
 	}

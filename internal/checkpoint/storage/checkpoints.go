@@ -163,7 +163,7 @@ func ResolvePath(ctx context.Context, loc string) (*Storage, Checkpoint, error) 
 	if err != nil {
 		return nil, Checkpoint{}, err
 	}
-	s, err := open(ctx, rootLoc, false)
+	s, err := open(ctx, rootLoc, false, Options{})
 	if err != nil {
 		return nil, Checkpoint{}, fmt.Errorf("checkpoint %s: %w", loc, err)
 	}

@@ -54,6 +54,16 @@
 // write created) after it. Object stores (S3, GCS, Azure) publish an object
 // atomically on upload completion, so no extra step is needed there.
 //
+// # Retries
+//
+// Open wraps object-store buckets in a retrying Bucket (bucket_retry.go):
+// operations that fail with a transient error (IsTransient: 5xx, SlowDown,
+// dropped connections) are tried again with exponential backoff and
+// jitter, a bounded number of times (RetryOptions), with a warning per
+// retry; writes up to RetryOptions.MaxReplayBytes are held in memory and
+// sent again whole. The waits end with the context the operation was
+// started with. See docs/storage.md.
+//
 // # Errors
 //
 // Errors wrap the sentinels ErrNotFound, ErrCorrupt, ErrUnsupportedVersion and

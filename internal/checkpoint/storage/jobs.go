@@ -11,7 +11,7 @@ import (
 // for writing, so read-only directories can be opened. A missing local
 // directory is an error wrapping ErrNotFound.
 func OpenExisting(ctx context.Context, loc string) (*Storage, error) {
-	return open(ctx, loc, false)
+	return open(ctx, loc, false, Options{})
 }
 
 // ListJobs returns the job directories under the storage root that hold at

@@ -126,7 +126,7 @@ func ResolveSnapshot(ctx context.Context, loc string) (*Storage, Snapshot, error
 		return nil, Snapshot{}, err
 	}
 	if id, ok := parseCheckpointDir(leaf); ok && dir != "" {
-		s, c, err := ResolvePath(ctx, strings.TrimSuffix(strings.TrimSuffix(strings.TrimRight(loc, "/"), MetadataName), "/"))
+		s, c, err := ResolvePath(ctx, trimMetadata(loc))
 		if err != nil {
 			return nil, Snapshot{}, err
 		}
@@ -135,7 +135,7 @@ func ResolveSnapshot(ctx context.Context, loc string) (*Storage, Snapshot, error
 	if sj, err := SanitizeJob(leaf); err != nil || sj != leaf {
 		return nil, Snapshot{}, fmt.Errorf("snapshot %s: %w: the directory name %q has characters other than [A-Za-z0-9._-]; rename it", loc, ErrInvalidName, leaf)
 	}
-	s, err := open(ctx, root, false)
+	s, err := open(ctx, root, false, Options{})
 	if err != nil {
 		return nil, Snapshot{}, fmt.Errorf("snapshot %s: %w", loc, err)
 	}
@@ -148,6 +148,20 @@ func ResolveSnapshot(ctx context.Context, loc string) (*Storage, Snapshot, error
 		return nil, Snapshot{}, fmt.Errorf("snapshot %s: %w", loc, err)
 	}
 	return s, Snapshot{Dir: leaf, Savepoint: true, Path: leaf, Payload: payload}, nil
+}
+
+// trimMetadata returns the snapshot directory loc names: loc without
+// trailing slashes and a final _metadata, in the path of a URL (before its
+// query).
+func trimMetadata(loc string) string {
+	if strings.Contains(loc, "://") {
+		if u, err := url.Parse(loc); err == nil {
+			p := strings.TrimRight(u.Path, "/")
+			u.Path, u.RawPath = strings.TrimRight(strings.TrimSuffix(p, MetadataName), "/"), ""
+			return u.String()
+		}
+	}
+	return strings.TrimSuffix(strings.TrimSuffix(strings.TrimRight(loc, "/"), MetadataName), "/")
 }
 
 // splitSnapshotLoc splits loc into the location of its parent directory

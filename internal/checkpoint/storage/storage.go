@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net/url"
 	"os"
 	"path/filepath"
@@ -36,18 +37,42 @@ func OpenBucket(b Bucket) *Storage {
 //   - any other URL: blob.OpenBucket (the gocloud URL mux); a path in the
 //     URL (s3://bucket/a/b) becomes the key prefix "a/b/". The scheme's
 //     driver must be linked in, e.g. import _ "gocloud.dev/blob/s3blob".
+//
+// Operations on object stores (any URL but file:// and mem://) that fail
+// with a transient error (IsTransient) are retried with the default
+// RetryOptions; OpenWith sets them and the logger of the retry warnings.
 func Open(ctx context.Context, loc string) (*Storage, error) {
-	return open(ctx, loc, true)
+	return open(ctx, loc, true, Options{})
+}
+
+// Options configure OpenWith. The zero value is Open's configuration.
+type Options struct {
+	// Logger receives a warning for every retried operation, naming the
+	// object and the error. Default: none.
+	Logger *slog.Logger
+	// Retry configures the retries on object stores; local directories
+	// and mem:// are never retried. Zero fields take their defaults.
+	Retry RetryOptions
+}
+
+// OpenWith is Open with options. It reports invalid options, all at once,
+// before it opens anything.
+func OpenWith(ctx context.Context, loc string, o Options) (*Storage, error) {
+	if err := o.Retry.Validate(); err != nil {
+		return nil, fmt.Errorf("checkpoint storage %q: %w", loc, err)
+	}
+	return open(ctx, loc, true, o)
 }
 
 // OpenLocation opens the Bucket that Open would use for loc, for callers
-// that wrap it (blobtest) before passing it to OpenBucket.
+// that wrap it (blobtest) before passing it to OpenBucket. Object stores
+// come with retries (default RetryOptions, no logging).
 func OpenLocation(ctx context.Context, loc string) (Bucket, error) {
-	return openLoc(ctx, loc, true)
+	return openLoc(ctx, loc, true, Options{})
 }
 
-func open(ctx context.Context, loc string, create bool) (*Storage, error) {
-	b, err := openLoc(ctx, loc, create)
+func open(ctx context.Context, loc string, create bool, o Options) (*Storage, error) {
+	b, err := openLoc(ctx, loc, create, o)
 	if err != nil {
 		return nil, err
 	}
@@ -56,7 +81,7 @@ func open(ctx context.Context, loc string, create bool) (*Storage, error) {
 	return s, nil
 }
 
-func openLoc(ctx context.Context, loc string, create bool) (Bucket, error) {
+func openLoc(ctx context.Context, loc string, create bool, o Options) (Bucket, error) {
 	if !strings.Contains(loc, "://") {
 		return openDir(loc, create)
 	}
@@ -89,7 +114,8 @@ func openLoc(ctx context.Context, loc string, create bool) (Bucket, error) {
 	if err != nil {
 		return nil, fmt.Errorf("checkpoint storage %q: %w", loc, err)
 	}
-	return NewBlobBucket(b), nil
+	o.Retry.EnsureDefaults()
+	return newRetryBucket(NewBlobBucket(b), o.Retry, o.Logger), nil
 }
 
 func openDir(dir string, create bool) (Bucket, error) {

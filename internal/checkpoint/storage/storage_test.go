@@ -14,6 +14,7 @@ import (
 
 	"github.com/weirstream/weir/internal/checkpoint/storage"
 	"github.com/weirstream/weir/internal/checkpoint/storage/blobtest"
+	"github.com/weirstream/weir/internal/checkpoint/storage/s3test"
 )
 
 // backend opens a fresh storage location and returns its raw bucket.
@@ -46,6 +47,24 @@ var backends = []backend{
 		}
 		return "mem://", b
 	}},
+	{"s3", func(t *testing.T) (string, storage.Bucket) {
+		loc := s3test.Start(t) // gofakes3
+		b, err := storage.OpenLocation(context.Background(), loc)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return loc, b
+	}},
+}
+
+// locJoin appends the slash-separated rel to the path of loc, before the
+// query of a URL.
+func locJoin(loc, rel string) string {
+	base, query, ok := strings.Cut(loc, "?")
+	if !strings.Contains(loc, "://") || !ok {
+		return strings.TrimSuffix(loc, "/") + "/" + rel
+	}
+	return strings.TrimSuffix(base, "/") + "/" + rel + "?" + query
 }
 
 // forEach runs f against every backend, with a fault-injecting wrapper.
@@ -383,7 +402,7 @@ func TestResolve(t *testing.T) {
 		if loc == "mem://" {
 			return // each mem:// open is a new, empty bucket
 		}
-		ps, c, err := storage.ResolvePath(ctx, loc+"/job/chk-5")
+		ps, c, err := storage.ResolvePath(ctx, locJoin(loc, "job/chk-5"))
 		if err != nil || c.ID != 5 || c.Job != "job" || string(c.Payload) != "five" {
 			t.Fatalf("ResolvePath: %+v %v", c, err)
 		}
@@ -391,10 +410,10 @@ func TestResolve(t *testing.T) {
 			t.Fatalf("resolved storage: %q %v", got, err)
 		}
 		ps.Close()
-		if _, _, err := storage.ResolvePath(ctx, loc+"/job/chk-4"); !errors.Is(err, storage.ErrCorrupt) || !strings.Contains(err.Error(), "chk-4") {
+		if _, _, err := storage.ResolvePath(ctx, locJoin(loc, "job/chk-4")); !errors.Is(err, storage.ErrCorrupt) || !strings.Contains(err.Error(), "chk-4") {
 			t.Fatalf("ResolvePath corrupt: %v", err)
 		}
-		if _, _, err := storage.ResolvePath(ctx, loc+"/missing/nojob/chk-1"); !errors.Is(err, storage.ErrNotFound) {
+		if _, _, err := storage.ResolvePath(ctx, locJoin(loc, "missing/nojob/chk-1")); !errors.Is(err, storage.ErrNotFound) {
 			t.Fatalf("ResolvePath missing root: %v", err)
 		}
 	})

@@ -6,6 +6,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/weirstream/weir/internal/checkpoint/storage/s3test"
 )
 
 // buildWeir builds the weir binary into a temporary directory.
@@ -44,4 +46,9 @@ func TestClusterKillTaskManagers(t *testing.T) {
 	bin := buildWeir(t)
 	t.Run("hashmap", func(t *testing.T) { runClusterKill(t, bin, "hashmap") })
 	t.Run("pebble-incremental", func(t *testing.T) { runClusterKill(t, bin, "pebble", "EXTRA=--incremental") })
+	// Checkpoints on s3:// (gofakes3 in this test process; the job
+	// manager and the task managers reach it over HTTP).
+	t.Run("pebble-incremental-s3", func(t *testing.T) {
+		runClusterKill(t, bin, "pebble", "EXTRA=--incremental", "CHK_DIR="+s3test.Start(t))
+	})
 }

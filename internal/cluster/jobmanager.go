@@ -2,6 +2,8 @@ package cluster
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/binary"
 	"crypto/subtle"
 	"errors"
 	"fmt"
@@ -122,11 +124,21 @@ func NewJobManager(cfg JobManagerConfig) (*JobManager, error) {
 		return nil, fmt.Errorf("job manager RPC address %s (jobmanager.rpc.address, jobmanager.rpc.port): %w", cfg.Address, err)
 	}
 	jm := &JobManager{cfg: cfg, lis: lis, srv: grpc.NewServer(opts...), log: cfg.Logger,
-		tms: map[string]*tmConn{}, changed: make(chan struct{})}
+		tms: map[string]*tmConn{}, changed: make(chan struct{}), attempt: attemptBase()}
 	jm.srv.RegisterService(&serviceDesc, jm)
 	go func() { _ = jm.srv.Serve(lis) }()
 	jm.log.Info("job manager listening", "address", lis.Addr().String(), "job", cfg.Spec.Job)
 	return jm, nil
+}
+
+// attemptBase starts a job manager's attempt ids at a random multiple of
+// 2^32: task managers outlive job managers (a failover), and their data
+// planes refuse an attempt id they have already closed, so the ids of two
+// job managers must not meet.
+func attemptBase() uint64 {
+	var b [4]byte
+	_, _ = rand.Read(b[:])
+	return uint64(binary.BigEndian.Uint32(b[:])&0x7fffffff) << 32
 }
 
 // Addr is the address the RPC server listens on.
@@ -145,7 +157,7 @@ func (jm *JobManager) Close() error {
 func (jm *JobManager) Attempts() uint64 {
 	jm.mu.Lock()
 	defer jm.mu.Unlock()
-	return jm.attempt
+	return jm.attempt & (1<<32 - 1)
 }
 
 // TaskManagers returns the number of registered task managers and their

@@ -256,7 +256,7 @@ func (a *app) runTaskManager(ctx context.Context, cfg *config.Config, logger *sl
 	tc := cluster.TaskManagerConfig{JobManager: rpcAddress(cfg), Slots: int(cfg.Int("taskmanager.numberOfTaskSlots")),
 		DataAddress: net.JoinHostPort(cfg.String("taskmanager.host"), strconv.FormatInt(cfg.Int("taskmanager.data.port"), 10)),
 		Security:    sec, HeartbeatInterval: cfg.Duration("heartbeat.interval"), HeartbeatTimeout: cfg.Duration("heartbeat.timeout"),
-		Logger: logger, Build: a.registry.ClusterBuilder(logger)}
+		Logger: logger, Build: a.registry.ClusterBuilder(logger), Config: shippedConfig(cfg)}
 	if hc != nil {
 		store, err := ha.Open(ctx, *hc)
 		if err != nil {

@@ -54,6 +54,11 @@ func newTestCluster(t *testing.T, spec cluster.JobSpec, sec cluster.Security) *t
 
 // startTM starts a task manager with slots slots; stop kills it.
 func (c *testCluster) startTM(slots int, mod func(*cluster.TaskManagerConfig)) (stop func(), ended <-chan error) {
+	stop, ended, _ = c.startTaskManager(slots, mod)
+	return stop, ended
+}
+
+func (c *testCluster) startTaskManager(slots int, mod func(*cluster.TaskManagerConfig)) (stop func(), ended <-chan error, tm *cluster.TaskManager) {
 	c.t.Helper()
 	cfg := cluster.TaskManagerConfig{JobManager: c.jm.Addr(), Slots: slots, DataAddress: "127.0.0.1:0",
 		HeartbeatInterval: 50 * time.Millisecond, HeartbeatTimeout: 2 * time.Second, RetryInterval: 50 * time.Millisecond,
@@ -77,7 +82,7 @@ func (c *testCluster) startTM(slots int, mod func(*cluster.TaskManagerConfig)) (
 	}()
 	c.stops = append(c.stops, cancel)
 	c.ended = append(c.ended, finished)
-	return cancel, done
+	return cancel, done, tm
 }
 
 // runJob runs the spec's job with the job manager deploying it.
@@ -221,4 +226,69 @@ func waitFor(t *testing.T, d time.Duration, what string, cond func() bool) {
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
+}
+
+// Local recovery across task managers: every task manager keeps a local
+// copy of its subtasks' pebble state (its own directory); after a task
+// failure the attempt restarts on the same task managers, which restore
+// the keyed state from their copies and read none of it from the store.
+func TestClusterLocalRecovery(t *testing.T) {
+	dir := t.TempDir()
+	spec := counterSpec(dir, 60_000, 4, "state.backend.type=pebble", "execution.checkpointing.incremental=true",
+		"execution.checkpointing.local-backup.enabled=true", "execution.state-recovery.from-local=true")
+	c := newTestCluster(t, spec, cluster.Security{})
+	c.tcp = true
+	var tms []*cluster.TaskManager
+	for i := range 2 {
+		own := filepath.Join(dir, "tm"+strconv.Itoa(i))
+		_, _, tm := c.startTaskManager(2, func(cfg *cluster.TaskManagerConfig) {
+			cfg.Config = []string{"state.backend.local-dir=" + own}
+		})
+		tms = append(tms, tm)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+	done := make(chan error, 1)
+	go func() { done <- c.runJob(ctx) }()
+	copies := func(i int) []string {
+		m, _ := filepath.Glob(filepath.Join(dir, "tm"+strconv.Itoa(i), "local-recovery", "*", "chk-*"))
+		return m
+	}
+	waitFor(t, 30*time.Second, "two completed checkpoints with local copies in both task managers", func() bool {
+		return checkpointsAtLeast(dir, 2) && len(copies(0)) > 0 && len(copies(1)) > 0
+	})
+	if n := c.jm.Attempts(); n != 1 {
+		t.Fatalf("%d attempts before the injected failure", n)
+	}
+	tms[0].FailRunning(errors.New("injected task failure"))
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	rs := c.jm.Restores()
+	if len(rs) < 2 {
+		t.Fatalf("%d attempts ended, want the failed one and the restarted one", len(rs))
+	}
+	if r := rs[1]; r.Local == 0 || r.Store != 0 {
+		t.Fatalf("the restarted attempt read %d bytes of keyed state from the store and %d from local copies; want all from local copies", r.Store, r.Local)
+	}
+	for i := range 2 {
+		if m := copies(i); len(m) > 0 {
+			t.Errorf("task manager %d kept local copies after the job finished: %v", i, m)
+		}
+	}
+	if err := jobs.VerifyCounterOutput(committed(t, filepath.Join(dir, "out")), 60_000, 97); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// checkpointsAtLeast reports whether checkpoint n or a later one completed.
+func checkpointsAtLeast(dir string, n int) bool {
+	m, _ := filepath.Glob(filepath.Join(dir, "chk", "counter", "chk-*", "_metadata"))
+	for _, p := range m {
+		id, _ := strconv.Atoi(strings.TrimPrefix(filepath.Base(filepath.Dir(p)), "chk-"))
+		if id >= n {
+			return true
+		}
+	}
+	return false
 }

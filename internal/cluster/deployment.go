@@ -31,7 +31,7 @@ type remoteDeployment struct {
 	done         chan struct{}
 	sourcesLeft  map[string]bool
 	sourcesEnded chan struct{}
-	counts       map[string][2]int64
+	counts       map[string]countsMsg
 }
 
 var _ runner.Deployment = (*remoteDeployment)(nil)
@@ -39,7 +39,7 @@ var _ runner.Deployment = (*remoteDeployment)(nil)
 func newRemoteDeployment(jm *JobManager, attempt uint64, jg *graph.JobGraph, slots []*tmConn) *remoteDeployment {
 	d := &remoteDeployment{jm: jm, attempt: attempt, acks: make(chan task.Ack, 1024),
 		deployed: map[string]bool{}, deployedAll: make(chan struct{}), ended: map[string]bool{}, done: make(chan struct{}),
-		sourcesLeft: map[string]bool{}, sourcesEnded: make(chan struct{}), counts: map[string][2]int64{}}
+		sourcesLeft: map[string]bool{}, sourcesEnded: make(chan struct{}), counts: map[string]countsMsg{}}
 	seen := map[string]bool{}
 	for _, c := range slots {
 		if !seen[c.id] {
@@ -95,7 +95,7 @@ func (d *remoteDeployment) receive(c *tmConn, m toJM) {
 		}
 	case m.Counts != nil && m.Counts.Attempt == d.attempt:
 		d.mu.Lock()
-		d.counts[c.id] = [2]int64{m.Counts.In, m.Counts.Out}
+		d.counts[c.id] = *m.Counts
 		d.mu.Unlock()
 	case m.Ended != nil && m.Ended.Attempt == d.attempt:
 		var err error
@@ -180,13 +180,18 @@ func (d *remoteDeployment) cancelParts(cause error) {
 // Run waits until every part ended and returns the first failure.
 func (d *remoteDeployment) Run() error {
 	<-d.done
-	d.mu.Lock()
-	defer d.mu.Unlock()
+	store, local := d.restoreBytes()
 	d.jm.mu.Lock()
 	if d.jm.current == d {
 		d.jm.current = nil
 	}
+	d.jm.restores = append(d.jm.restores, AttemptRestore{Store: store, Local: local})
 	d.jm.mu.Unlock()
+	if store+local > 0 {
+		d.jm.log.Info("the attempt restored keyed state", "attempt", d.attempt&(1<<32-1), "fromStore", store, "fromLocalCopies", local)
+	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
 	return d.err
 }
 
@@ -212,10 +217,21 @@ func (d *remoteDeployment) RecordCounts() (in, out int64) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	for _, c := range d.counts {
-		in += c[0]
-		out += c[1]
+		in += c.In
+		out += c.Out
 	}
 	return in, out
+}
+
+// restoreBytes sums what the parts reported of their restores.
+func (d *remoteDeployment) restoreBytes() (store, local int64) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	for _, c := range d.counts {
+		store += c.RestoreStore
+		local += c.RestoreLocal
+	}
+	return store, local
 }
 
 func (d *remoteDeployment) broadcast(m toTM) {

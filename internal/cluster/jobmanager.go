@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -68,6 +69,20 @@ type JobManager struct {
 	attempt uint64
 	current *remoteDeployment
 	closed  bool
+	// restores are the ended attempts' restore figures, in order.
+	restores []AttemptRestore
+}
+
+// AttemptRestore is what the task managers of one attempt read to restore
+// keyed state: bytes from checkpoint storage and from their local copies
+// (local recovery).
+type AttemptRestore struct{ Store, Local int64 }
+
+// Restores returns the restore figures of the attempts that ended so far.
+func (jm *JobManager) Restores() []AttemptRestore {
+	jm.mu.Lock()
+	defer jm.mu.Unlock()
+	return slices.Clone(jm.restores)
 }
 
 // tmConn is one registered task manager.

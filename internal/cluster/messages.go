@@ -107,6 +107,10 @@ type countsMsg struct {
 	Attempt uint64 `json:"attempt"`
 	In      int64  `json:"in"`
 	Out     int64  `json:"out"`
+	// RestoreStore and RestoreLocal are the bytes of keyed state the
+	// part's restores read from checkpoint storage and from local copies.
+	RestoreStore int64 `json:"restoreStore,omitempty"`
+	RestoreLocal int64 `json:"restoreLocal,omitempty"`
 }
 
 type partEndedMsg struct {

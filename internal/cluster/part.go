@@ -73,8 +73,7 @@ func (p *part) RunPart(ctx context.Context, jg *graph.JobGraph, opts task.Option
 				ended = nil
 				p.send(toJM{SourcesEnded: &attemptMsg{Attempt: m.Attempt}})
 			case <-tick.C:
-				in, out := job.RecordCounts()
-				p.send(toJM{Counts: &countsMsg{Attempt: m.Attempt, In: in, Out: out}})
+				p.send(toJM{Counts: counts(m.Attempt, job)})
 			case <-stop:
 				return
 			}
@@ -94,9 +93,19 @@ func (p *part) RunPart(ctx context.Context, jg *graph.JobGraph, opts task.Option
 		}
 		break
 	}
-	in, out := job.RecordCounts()
-	p.send(toJM{Counts: &countsMsg{Attempt: m.Attempt, In: in, Out: out}})
+	p.send(toJM{Counts: counts(m.Attempt, job)})
+	if err == nil {
+		// The job finished: nothing will restore from this task
+		// manager's local copies of its checkpoints.
+		task.RemoveLocalCopies(opts)
+	}
 	return err
+}
+
+func counts(attempt uint64, job *task.Job) *countsMsg {
+	in, out := job.RecordCounts()
+	store, local := job.RestoreBytes()
+	return &countsMsg{Attempt: attempt, In: in, Out: out, RestoreStore: store, RestoreLocal: local}
 }
 
 // fill sets the task options the job manager's runner chose for this

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -44,6 +45,10 @@ type TaskManagerConfig struct {
 	// its Environment's Execute with ctx (which carries the part to run,
 	// WithPart), returning Execute's error.
 	Build func(ctx context.Context, spec JobSpec) error
+	// Config are configuration items (key=value) of this process that
+	// apply after the job manager's (JobSpec.Config): its local
+	// directories, say.
+	Config []string
 	// Binary overrides BinaryHash (tests of a mismatched binary).
 	Binary string
 	// NewDataPlane, if set, replaces the TCP data plane (tests).
@@ -282,7 +287,9 @@ func (tm *TaskManager) deploy(ctx context.Context, m *deployMsg, send func(toJM)
 			tm.mu.Unlock()
 			tm.data.CloseAttempt(m.Attempt)
 		}()
-		err := tm.cfg.Build(WithPart(pctx, p), m.Spec)
+		spec := m.Spec
+		spec.Config = append(slices.Clone(spec.Config), tm.cfg.Config...)
+		err := tm.cfg.Build(WithPart(pctx, p), spec)
 		if !p.deployedSent.Load() {
 			msg := "the job did not deploy"
 			if err != nil {
@@ -323,6 +330,12 @@ func (tm *TaskManager) cancelAll(cause error) {
 // peerLost fails every part: a data connection to another task manager
 // broke, so the attempt cannot go on.
 func (tm *TaskManager) peerLost(peer string, err error) {
+	tm.FailRunning(fmt.Errorf("the data connection to task manager %s broke: %w", peer, err))
+}
+
+// FailRunning fails the parts running here with cause, as a failing task
+// would: the job manager restarts the attempt (tests of recovery).
+func (tm *TaskManager) FailRunning(cause error) {
 	tm.mu.Lock()
 	parts := make([]*part, 0, len(tm.parts))
 	for _, p := range tm.parts {
@@ -330,7 +343,7 @@ func (tm *TaskManager) peerLost(peer string, err error) {
 	}
 	tm.mu.Unlock()
 	for _, p := range parts {
-		p.cancel(fmt.Errorf("the data connection to task manager %s broke: %w", peer, err))
+		p.cancel(cause)
 	}
 }
 

@@ -3,8 +3,8 @@ package cluster
 import (
 	"context"
 	"crypto/rand"
-	"encoding/binary"
 	"crypto/subtle"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"log/slog"

@@ -32,9 +32,12 @@ type PipelineResult struct {
 	Edge string `json:"edge"`
 	// Metrics: the tasks exported their metrics to a registry, scraped
 	// once a second.
-	Metrics              bool    `json:"metrics"`
-	Records              int64   `json:"records"`
-	Parallelism          int     `json:"parallelism"`
+	Metrics     bool  `json:"metrics"`
+	Records     int64 `json:"records"`
+	Parallelism int   `json:"parallelism"`
+	// TaskManagers is the number of task managers of an in-process
+	// cluster the job ran on over TCP (RunPipelineCluster); 0: in process.
+	TaskManagers         int     `json:"taskManagers,omitempty"`
 	WallSeconds          float64 `json:"wallSeconds"`
 	CPUSeconds           float64 `json:"cpuSeconds"`
 	RecordsPerSecond     float64 `json:"recordsPerSecond"`

@@ -33,6 +33,20 @@ func BenchmarkPipelineRebalanceP2(b *testing.B) { benchmarkPipeline(b, EdgeRebal
 
 // BenchmarkPipelineRebalanceMetrics is BenchmarkPipelineRebalance with the
 // tasks' metrics exported and scraped (see RunPipeline).
+// The rebalance edge between two task managers over TCP on loopback
+// (parallelism 2, one slot each): half the records cross TCP.
+func BenchmarkPipelineRebalanceTCP(b *testing.B) {
+	const records = 2_000_000
+	for range b.N {
+		r, err := RunPipelineCluster(context.Background(), weir.Options{Parallelism: 2, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))}, EdgeRebalance, records, 2)
+		if err != nil {
+			b.Fatal(err)
+		}
+		b.ReportMetric(r.RecordsPerSecond, "records/s")
+		b.ReportMetric(r.RecordsPerCoreSecond, "records/core-s")
+	}
+}
+
 func BenchmarkPipelineRebalanceMetrics(b *testing.B) { benchmarkPipeline(b, EdgeRebalance, 1, true) }
 
 func TestRunPipelineCounts(t *testing.T) {
@@ -64,5 +78,17 @@ func TestRunPipelineAB(t *testing.T) {
 	}
 	if m := median([]float64{4, 1, 3, 2}); m != 2.5 {
 		t.Fatalf("median %v", m)
+	}
+}
+
+// The pipeline on an in-process cluster of two task managers over TCP
+// delivers every record once.
+func TestRunPipelineClusterCounts(t *testing.T) {
+	r, err := RunPipelineCluster(context.Background(), weir.Options{Parallelism: 2, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))}, EdgeRebalance, 100_000, 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.TaskManagers != 2 || r.Records != 100_000 || r.RecordsPerSecond <= 0 || r.CPUSeconds <= 0 {
+		t.Fatalf("implausible result %+v", r)
 	}
 }

@@ -48,6 +48,7 @@ func (a *app) benchPipelineCommand() *cobra.Command {
 		withMetrics bool
 		abMetrics   bool
 		rounds      int
+		tms         int
 	)
 	c := &cobra.Command{
 		Use:   "pipeline [flags]",
@@ -84,6 +85,12 @@ else on standard output. Logs go to standard error at level warn unless
 			if rounds < 1 {
 				problems = append(problems, fmt.Errorf("--rounds %d: must be at least 1", rounds))
 			}
+			if tms < 0 {
+				problems = append(problems, fmt.Errorf("--taskmanagers %d: must not be negative (0 runs in process)", tms))
+			}
+			if tms > 0 && abMetrics {
+				problems = append(problems, errors.New("--taskmanagers and --ab-metrics cannot be combined"))
+			}
 			if abMetrics && c.Flags().Changed("metrics") {
 				problems = append(problems, errors.New("--ab-metrics runs both with and without metrics: drop --metrics"))
 			}
@@ -100,6 +107,9 @@ else on standard output. Logs go to standard error at level warn unless
 			}
 			return runBench(a, c, logger, "bench-pipeline-"+edge, asJSON,
 				func(ctx context.Context) (bench.PipelineResult, error) {
+					if tms > 0 {
+						return bench.RunPipelineCluster(ctx, opts, edge, records, tms)
+					}
 					return bench.RunPipeline(ctx, opts, edge, records, withMetrics)
 				},
 				func(r bench.PipelineResult) error { return printPipelineResult(a, r) })
@@ -107,6 +117,7 @@ else on standard output. Logs go to standard error at level warn unless
 	}
 	f := c.Flags()
 	f.StringVar(&edge, "edge", defaultBenchEdge, "edge between map and filter: chained or rebalance")
+	f.IntVar(&tms, "taskmanagers", 0, "run on an in-process cluster of this many task managers exchanging records over TCP on loopback (0: every subtask in process)")
 	f.Int64Var(&records, "records", defaultBenchRecords, "number of records the source emits")
 	f.IntVarP(&parallelism, "parallelism", "p", 1, "parallelism of every operator")
 	f.BoolVar(&asJSON, "json", false, "print one JSON object instead of a table")

@@ -172,6 +172,12 @@ func (a *app) runJobManager(ctx context.Context, logger *slog.Logger, c *cobra.C
 				// The leadership fences the job: a new leader takes the
 				// job's checkpoint directory over from the crashed one.
 				o.JobLock.Force = true
+				if r := strings.ToUpper(o.Checkpoint.Retention); r != "" && r != "RETAIN_ON_CANCELLATION" {
+					// A leader that stops (a signal, a lost leadership) hands
+					// the job over: the standby needs its checkpoints.
+					logger.Warn("with high availability the checkpoints are retained when a job manager stops, whatever execution.checkpointing.externalized-checkpoint-retention says: the next leader resumes from them")
+					o.Checkpoint.Retention = "RETAIN_ON_CANCELLATION"
+				}
 				if resume != nil {
 					o.Checkpoint.RestorePath = resume.Path
 					o.Checkpoint.ClaimMode = weir.ClaimModeClaim

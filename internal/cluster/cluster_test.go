@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -87,7 +88,7 @@ func (c *testCluster) startTaskManager(slots int, mod func(*cluster.TaskManagerC
 
 // runJob runs the spec's job with the job manager deploying it.
 func (c *testCluster) runJob(ctx context.Context) error {
-	env, _, err := c.reg.Prepare(c.spec.Job, c.spec.Args, c.spec.Config, quiet())
+	env, _, err := c.reg.Prepare(c.spec.Job, c.spec.Args, c.spec.Config, quiet(), io.Discard)
 	if err != nil {
 		return err
 	}
@@ -291,4 +292,149 @@ func checkpointsAtLeast(dir string, n int) bool {
 		}
 	}
 	return false
+}
+
+// Unaligned checkpoints across task managers under backpressure: every
+// task manager writes its own channel-state files into the shared
+// checkpoint directory, and a task failure restores the in-flight data
+// they hold: the output is exactly once.
+func TestClusterUnalignedRestore(t *testing.T) {
+	dir := t.TempDir()
+	spec := counterSpec(dir, 60_000, 4, "execution.checkpointing.unaligned.enabled=true")
+	spec.Args = append(spec.Args, "--sink-delay", "100us", "--rate", "0")
+	c := newTestCluster(t, spec, cluster.Security{})
+	c.tcp = true
+	var tms []*cluster.TaskManager
+	for range 2 {
+		_, _, tm := c.startTaskManager(2, nil)
+		tms = append(tms, tm)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+	done := make(chan error, 1)
+	go func() { done <- c.runJob(ctx) }()
+	// Wait for a checkpoint that persisted in-flight data of both task
+	// managers (two channel-state files), then fail a task.
+	waitFor(t, 60*time.Second, "a checkpoint with channel state from both task managers", func() bool {
+		m, _ := filepath.Glob(filepath.Join(dir, "chk", "counter", "chk-*", "_metadata"))
+		for _, md := range m {
+			if cs, _ := filepath.Glob(filepath.Join(filepath.Dir(md), "channel-state-*")); len(cs) >= 2 {
+				return true
+			}
+		}
+		return false
+	})
+	tms[1].FailRunning(errors.New("injected task failure"))
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	if n := c.jm.Attempts(); n < 2 {
+		t.Fatalf("%d attempts: the failure did not restart the job", n)
+	}
+	if err := jobs.VerifyCounterOutput(committed(t, filepath.Join(dir, "out")), 60_000, 97); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// Canceling the job manager's run ends it promptly, checkpoint or not.
+func TestClusterCancelEndsRun(t *testing.T) {
+	dir := t.TempDir()
+	spec := counterSpec(dir, 100_000_000, 2, "execution.checkpointing.interval=1h")
+	c := newTestCluster(t, spec, cluster.Security{})
+	c.startTM(2, nil)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- c.runJob(ctx) }()
+	waitFor(t, 20*time.Second, "the deployment", func() bool { return c.jm.Attempts() == 1 })
+	cancel()
+	select {
+	case err := <-done:
+		if err == nil {
+			t.Fatal("a canceled run returned nil")
+		}
+	case <-time.After(15 * time.Second):
+		t.Fatal("the run did not end within 15s of its cancellation")
+	}
+}
+
+// A task manager that announces an address others cannot dial, or the
+// data address of a registered one, is refused with the reason.
+func TestClusterRefusesBadDataAddress(t *testing.T) {
+	dir := t.TempDir()
+	c := newTestCluster(t, counterSpec(dir, 10, 1), cluster.Security{Token: "t"})
+	c.tcp = true
+	_, ended := c.startTM(1, func(cfg *cluster.TaskManagerConfig) { cfg.DataAddress = "0.0.0.0:0"; cfg.Security.Token = "t" })
+	if err := <-ended; !errors.Is(err, cluster.ErrRefused) || !strings.Contains(err.Error(), "taskmanager.host") {
+		t.Fatalf("unspecified address: %v", err)
+	}
+	// Two task managers with the same data address: the second is kept
+	// out (it retries, as a restarted task manager whose predecessor the
+	// job manager has not noticed gone yet would) while the first lives.
+	hub := cluster.NewHub()
+	same := func(cfg *cluster.TaskManagerConfig) {
+		cfg.Security.Token = "t"
+		cfg.NewDataPlane = func(ctx context.Context, tc cluster.TaskManagerConfig, lost func(string, error)) (cluster.DataPlane, error) {
+			dp, err := hub.DataPlane(ctx, tc, lost)
+			return fixedAddr{dp}, err
+		}
+	}
+	_, _, first := c.startTaskManager(1, same)
+	waitFor(t, 10*time.Second, "the first registration", func() bool { return first.Registrations() == 1 })
+	_, _, second := c.startTaskManager(1, same)
+	// The refusal is logged on the job manager; wait until the second
+	// task manager tried at least twice, then check it never registered.
+	waitFor(t, 10*time.Second, "the second task manager's attempts", func() bool { return second.Attempts() >= 2 })
+	if n, _ := c.jm.TaskManagers(); n != 1 || second.Registrations() != 0 {
+		t.Fatalf("%d task managers registered (the second %d times), want only the first", n, second.Registrations())
+	}
+}
+
+type fixedAddr struct{ cluster.DataPlane }
+
+func (fixedAddr) Addr() string { return "10.0.0.1:6121" }
+
+// Task managers outlive a job manager: a second job manager (a failover,
+// as a new leader) deploys to the same task managers, whose data planes
+// closed the first one's attempts, and resumes from the latest checkpoint:
+// exactly once.
+func TestClusterSecondJobManagerReusesTaskManagers(t *testing.T) {
+	dir := t.TempDir()
+	spec := counterSpec(dir, 60_000, 2)
+	c := newTestCluster(t, spec, cluster.Security{})
+	c.tcp = true
+	var leader atomic.Value
+	leader.Store(c.jm.Addr())
+	for range 2 {
+		c.startTM(1, func(cfg *cluster.TaskManagerConfig) {
+			cfg.JobManager = ""
+			cfg.Leader = func(context.Context) (string, error) { return leader.Load().(string), nil }
+		})
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- c.runJob(ctx) }()
+	waitFor(t, 30*time.Second, "a completed checkpoint", func() bool { return checkpointsAtLeast(dir, 1) })
+	cancel()
+	<-done
+	c.jm.Close()
+	jm2, err := cluster.NewJobManager(cluster.JobManagerConfig{Address: "127.0.0.1:0", Spec: spec,
+		HeartbeatInterval: 50 * time.Millisecond, HeartbeatTimeout: 2 * time.Second, SlotTimeout: 20 * time.Second, Logger: quiet()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer jm2.Close()
+	leader.Store(jm2.Addr())
+	c.jm = jm2
+	c.spec.Config = append(c.spec.Config, "execution.state-recovery.path=latest")
+	ctx2, cancel2 := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel2()
+	if err := c.runJob(ctx2); err != nil {
+		t.Fatal(err)
+	}
+	if n := jm2.Attempts(); n != 1 {
+		t.Fatalf("the second job manager deployed %d attempts, want 1 (the task managers refused its attempt ids?)", n)
+	}
+	if err := jobs.VerifyCounterOutput(committed(t, filepath.Join(dir, "out")), 60_000, 97); err != nil {
+		t.Fatal(err)
+	}
 }

@@ -32,6 +32,9 @@ type remoteDeployment struct {
 	sourcesLeft  map[string]bool
 	sourcesEnded chan struct{}
 	counts       map[string]countsMsg
+	// stopCtx unregisters the cancellation of the deployment when the
+	// Deploy context ends.
+	stopCtx func() bool
 }
 
 var _ runner.Deployment = (*remoteDeployment)(nil)
@@ -101,6 +104,12 @@ func (d *remoteDeployment) receive(c *tmConn, m toJM) {
 		var err error
 		if m.Ended.Err != "" {
 			err = fmt.Errorf("task manager %s (%s): %s", c.id, c.name, m.Ended.Err)
+			switch m.Ended.Class {
+			case classRestoreData:
+				err = fmt.Errorf("%w: %w", task.ErrRestoreData, err)
+			case classNotRestartable:
+				err = fmt.Errorf("%w: %w", runner.ErrNotRestartable, err)
+			}
 			if m.Ended.Canceled {
 				err = nil // a consequence of the cancel, not a cause
 			}
@@ -180,6 +189,9 @@ func (d *remoteDeployment) cancelParts(cause error) {
 // Run waits until every part ended and returns the first failure.
 func (d *remoteDeployment) Run() error {
 	<-d.done
+	if d.stopCtx != nil {
+		d.stopCtx()
+	}
 	store, local := d.restoreBytes()
 	d.jm.mu.Lock()
 	if d.jm.current == d {
@@ -187,6 +199,7 @@ func (d *remoteDeployment) Run() error {
 	}
 	d.jm.restores = append(d.jm.restores, AttemptRestore{Store: store, Local: local})
 	d.jm.mu.Unlock()
+	d.broadcast(toTM{Release: &attemptMsg{Attempt: d.attempt}})
 	if store+local > 0 {
 		d.jm.log.Info("the attempt restored keyed state", "attempt", d.attempt&(1<<32-1), "fromStore", store, "fromLocalCopies", local)
 	}

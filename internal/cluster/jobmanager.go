@@ -71,6 +71,8 @@ type JobManager struct {
 	closed  bool
 	// restores are the ended attempts' restore figures, in order.
 	restores []AttemptRestore
+	// deployed counts the deployments so far.
+	deployed int
 }
 
 // AttemptRestore is what the task managers of one attempt read to restore
@@ -126,7 +128,7 @@ func NewJobManager(cfg JobManagerConfig) (*JobManager, error) {
 	if err := cfg.Security.checkExposure("the job manager's RPC server", cfg.Address); err != nil {
 		return nil, err
 	}
-	opts := []grpc.ServerOption{grpc.ForceServerCodec(jsonCodec{})}
+	opts := []grpc.ServerOption{grpc.ForceServerCodec(jsonCodec{}), grpc.MaxRecvMsgSize(maxMessage), grpc.MaxSendMsgSize(maxMessage)}
 	creds, err := cfg.Security.serverCredentials()
 	if err != nil {
 		return nil, err
@@ -245,7 +247,10 @@ func (jm *JobManager) session(stream grpc.ServerStream) error {
 				cause = fmt.Errorf("no heartbeat for %s (heartbeat.timeout %s)", since.Round(time.Millisecond), jm.cfg.HeartbeatTimeout)
 				break
 			}
-			c.send(toTM{Heartbeat: true})
+			select {
+			case c.out <- toTM{Heartbeat: true}:
+			default: // the queue is full: the task manager is not reading
+			}
 		}
 	}
 	jm.unregister(c, cause)
@@ -265,6 +270,16 @@ func (jm *JobManager) admit(reg *registerMsg) error {
 	}
 	if reg.DataAddr == "" {
 		return status.Error(codes.InvalidArgument, "the task manager announced no data address")
+	}
+	if host, _, err := net.SplitHostPort(reg.DataAddr); err == nil && net.ParseIP(host) != nil && net.ParseIP(host).IsUnspecified() {
+		return status.Errorf(codes.InvalidArgument, "the task manager announced data address %q, which other task managers cannot dial: set taskmanager.host to its reachable address", reg.DataAddr)
+	}
+	jm.mu.Lock()
+	defer jm.mu.Unlock()
+	for _, c := range jm.tms {
+		if c.dataAddr == reg.DataAddr {
+			return status.Errorf(codes.AlreadyExists, "a task manager with data address %s is registered already (%s); every task manager needs its own taskmanager.host:taskmanager.data.port", reg.DataAddr, c.id)
+		}
 	}
 	return nil
 }
@@ -354,7 +369,14 @@ func (jm *JobManager) Deploy(ctx context.Context, jg *graph.JobGraph, opts task.
 		to.RunID = newRunID()
 	}
 	need := slotsNeeded(jg)
-	want := max(need, jm.cfg.MinSlots)
+	want := need
+	jm.mu.Lock()
+	if jm.deployed == 0 {
+		// jobmanager.scheduler.min-slots holds back the first
+		// deployment; a restart goes ahead on the slots there are.
+		want = max(need, jm.cfg.MinSlots)
+	}
+	jm.mu.Unlock()
 	deadline := time.NewTimer(jm.cfg.SlotTimeout)
 	defer deadline.Stop()
 	var slots []*tmConn
@@ -379,11 +401,18 @@ func (jm *JobManager) Deploy(ctx context.Context, jg *graph.JobGraph, opts task.
 	}
 	slots = slots[:need]
 	jm.mu.Lock()
+	if !jm.allRegisteredLocked(slots) {
+		// A task manager left since the slots were listed.
+		jm.mu.Unlock()
+		return jm.Deploy(ctx, jg, opts)
+	}
 	jm.attempt++
+	jm.deployed++
 	attempt := jm.attempt
 	d := newRemoteDeployment(jm, attempt, jg, slots)
 	jm.current = d
 	jm.mu.Unlock()
+	d.stopCtx = context.AfterFunc(ctx, func() { d.Cancel(context.Cause(ctx)) })
 
 	addrs := make([]string, len(slots))
 	for i, c := range slots {
@@ -396,10 +425,21 @@ func (jm *JobManager) Deploy(ctx context.Context, jg *graph.JobGraph, opts task.
 	jm.log.Info("deploying the job", "attempt", attempt, "slots", need, "taskmanagers", len(d.tms))
 	if err := d.awaitDeployed(ctx); err != nil {
 		d.Cancel(err)
-		<-d.done
+		_ = d.Run()
 		return nil, err
 	}
 	return d, nil
+}
+
+// allRegisteredLocked reports whether every slot's task manager is still
+// registered.
+func (jm *JobManager) allRegisteredLocked(slots []*tmConn) bool {
+	for _, c := range slots {
+		if jm.tms[c.id] != c {
+			return false
+		}
+	}
+	return true
 }
 
 // shipOptions turns the runner's per-attempt task options into what

@@ -35,6 +35,10 @@ type toTM struct {
 	Cancel     *cancelMsg     `json:"cancel,omitempty"`
 	Trigger    *triggerMsg    `json:"trigger,omitempty"`
 	Notify     *notifyMsg     `json:"notify,omitempty"`
+	// Release ends an attempt whose every part ended: its data channels
+	// may go (a finished part's last buffers and end-of-partition events
+	// may still have been on their way to consumers elsewhere until then).
+	Release *attemptMsg `json:"release,omitempty"`
 }
 
 type registerMsg struct {
@@ -118,6 +122,10 @@ type partEndedMsg struct {
 	// Err is the part's failure; empty when it finished.
 	Err      string `json:"err,omitempty"`
 	Canceled bool   `json:"canceled,omitempty"`
+	// Class names what kind of failure Err is, for the job manager's
+	// restart decision: "restore-data" (the checkpoint's data is damaged,
+	// task.ErrRestoreData), "not-restartable", or empty.
+	Class string `json:"class,omitempty"`
 }
 
 type cancelMsg struct {

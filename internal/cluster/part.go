@@ -28,6 +28,7 @@ type part struct {
 	mu           sync.Mutex
 	job          *task.Job
 	stores       map[string]*storage.Storage
+	closed       bool // the part ended: no storage is opened any more
 }
 
 var _ PartRunner = (*part)(nil)
@@ -137,6 +138,9 @@ func (p *part) fill(ctx context.Context, o *task.Options) error {
 func (p *part) store(ctx context.Context, loc string) (*storage.Storage, error) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
+	if p.closed {
+		return nil, fmt.Errorf("checkpoint storage %s: the part of the job ended", loc)
+	}
 	if s := p.stores[loc]; s != nil {
 		return s, nil
 	}
@@ -158,6 +162,7 @@ func (p *part) closeStores() {
 		s.Close()
 	}
 	p.stores = nil
+	p.closed = true
 }
 
 func (p *part) deployed() *task.Job {

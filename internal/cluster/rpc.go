@@ -42,6 +42,10 @@ var serviceDesc = grpc.ServiceDesc{
 
 const sessionMethod = "/weir.cluster.JobManager/Session"
 
+// maxMessage bounds a control message: a deployment carries the restored
+// checkpoint's _metadata, which grows with the state's file count.
+const maxMessage = 256 << 20
+
 // Security configures how the processes of a cluster trust each other:
 // mutual TLS (security.ssl.internal.*) or a shared token
 // (security.cluster.token).
@@ -54,7 +58,7 @@ type Security struct {
 	Token string
 }
 
-// Enabled reports whether TLS is configured.
+// TLSEnabled reports whether TLS is configured.
 func (s Security) TLSEnabled() bool { return s.CertFile != "" || s.KeyFile != "" || s.CAFile != "" }
 
 // tlsConfigs loads the server and client TLS configurations: each side
@@ -184,7 +188,8 @@ func openSession(ctx context.Context, addr string, sec Security) (*grpc.ClientCo
 	if err != nil {
 		return nil, nil, err
 	}
-	cc, err := grpc.NewClient(addr, creds, grpc.WithDefaultCallOptions(grpc.ForceCodec(jsonCodec{})))
+	cc, err := grpc.NewClient(addr, creds, grpc.WithDefaultCallOptions(grpc.ForceCodec(jsonCodec{}),
+		grpc.MaxCallRecvMsgSize(maxMessage), grpc.MaxCallSendMsgSize(maxMessage)))
 	if err != nil {
 		return nil, nil, fmt.Errorf("job manager %s: %w", addr, err)
 	}

@@ -13,6 +13,8 @@ import (
 
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
+
+	"github.com/weirstream/weir/internal/task"
 )
 
 // TaskManagerConfig configures a task manager.
@@ -69,8 +71,12 @@ type TaskManager struct {
 	mu    sync.Mutex
 	parts map[uint64]*part
 	id    string
+	// unreleased are attempts whose part here finished and whose data
+	// channels stay until the job manager releases them.
+	unreleased []uint64
 
 	registrations atomic.Int64
+	attempts      atomic.Int64
 }
 
 // NewTaskManager opens the data plane; Run registers and serves.
@@ -125,6 +131,9 @@ func NewTaskManager(ctx context.Context, cfg TaskManagerConfig) (*TaskManager, e
 // DataAddr is the data plane's address.
 func (tm *TaskManager) DataAddr() string { return tm.data.Addr() }
 
+// Attempts counts the registration attempts so far.
+func (tm *TaskManager) Attempts() int64 { return tm.attempts.Load() }
+
 // Registrations counts the successful registrations so far.
 func (tm *TaskManager) Registrations() int64 { return tm.registrations.Load() }
 
@@ -173,7 +182,9 @@ func (tm *TaskManager) session(ctx context.Context) error {
 		return fmt.Errorf("register with the job manager at %s: %w", addr, err)
 	}
 	var first toTM
-	if err := st.RecvMsg(&first); err != nil {
+	err = st.RecvMsg(&first)
+	tm.attempts.Add(1)
+	if err != nil {
 		if s, ok := status.FromError(err); ok {
 			switch s.Code() {
 			case codes.PermissionDenied, codes.FailedPrecondition, codes.InvalidArgument, codes.Unauthenticated:
@@ -240,7 +251,10 @@ func (tm *TaskManager) session(ctx context.Context) error {
 			if since := time.Since(time.Unix(0, lastSeen.Load())); since > tm.cfg.HeartbeatTimeout {
 				return fmt.Errorf("no heartbeat from the job manager at %s for %s (heartbeat.timeout)", addr, since.Round(time.Millisecond))
 			}
-			send(toJM{Heartbeat: true})
+			select {
+			case out <- toJM{Heartbeat: true}:
+			default: // the queue is full: the session is stuck
+			}
 		}
 	}
 }
@@ -262,6 +276,8 @@ func (tm *TaskManager) handle(ctx context.Context, m toTM, send func(toJM)) {
 		if p := tm.part(m.Notify.Attempt); p != nil {
 			p.notify(m.Notify)
 		}
+	case m.Release != nil:
+		tm.release(m.Release.Attempt)
 	}
 }
 
@@ -277,19 +293,36 @@ func (tm *TaskManager) deploy(ctx context.Context, m *deployMsg, send func(toJM)
 	p := &part{tm: tm, msg: m, send: send, cancel: cancel, done: make(chan struct{})}
 	tm.mu.Lock()
 	tm.parts[m.Attempt] = p
+	// Attempts that finished here and were never released (their job
+	// manager is gone) end now.
+	old := tm.unreleased
+	tm.unreleased = nil
 	tm.mu.Unlock()
+	for _, a := range old {
+		tm.data.CloseAttempt(a)
+	}
 	tm.log.Info("deploying part of the job", "job", m.Spec.Job, "attempt", m.Attempt)
 	go func() {
 		defer close(p.done)
+		var finished bool
 		defer func() {
 			tm.mu.Lock()
 			delete(tm.parts, m.Attempt)
+			if finished {
+				// Consumers elsewhere may still be receiving what the
+				// part sent: its channels stay until the job manager
+				// releases the attempt.
+				tm.unreleased = append(tm.unreleased, m.Attempt)
+			}
 			tm.mu.Unlock()
-			tm.data.CloseAttempt(m.Attempt)
+			if !finished {
+				tm.data.CloseAttempt(m.Attempt)
+			}
 		}()
 		spec := m.Spec
 		spec.Config = append(slices.Clone(spec.Config), tm.cfg.Config...)
 		err := tm.cfg.Build(WithPart(pctx, p), spec)
+		finished = err == nil
 		if !p.deployedSent.Load() {
 			msg := "the job did not deploy"
 			if err != nil {
@@ -301,6 +334,13 @@ func (tm *TaskManager) deploy(ctx context.Context, m *deployMsg, send func(toJM)
 		ended := &partEndedMsg{Attempt: m.Attempt}
 		if err != nil {
 			ended.Err = err.Error()
+			var nr *notRestartableError
+			switch {
+			case errors.Is(err, task.ErrRestoreData):
+				ended.Class = classRestoreData
+			case errors.As(err, &nr), errors.Is(err, task.ErrStateMismatch):
+				ended.Class = classNotRestartable
+			}
 			var ce *canceledError
 			ended.Canceled = errors.As(context.Cause(pctx), &ce)
 		}
@@ -330,7 +370,33 @@ func (tm *TaskManager) cancelAll(cause error) {
 // peerLost fails every part: a data connection to another task manager
 // broke, so the attempt cannot go on.
 func (tm *TaskManager) peerLost(peer string, err error) {
-	tm.FailRunning(fmt.Errorf("the data connection to task manager %s broke: %w", peer, err))
+	cause := fmt.Errorf("the data connection to task manager %s broke: %w", peer, err)
+	tm.mu.Lock()
+	var parts []*part
+	for _, p := range tm.parts {
+		// Only the parts that exchange data with the peer: a
+		// connection may outlive the attempts that used it.
+		if slices.Contains(p.msg.Slots, peer) {
+			parts = append(parts, p)
+		}
+	}
+	tm.mu.Unlock()
+	for _, p := range parts {
+		p.cancel(cause)
+	}
+}
+
+// release closes the data channels of an attempt whose every part ended.
+func (tm *TaskManager) release(attempt uint64) {
+	tm.mu.Lock()
+	i := slices.Index(tm.unreleased, attempt)
+	if i >= 0 {
+		tm.unreleased = slices.Delete(tm.unreleased, i, i+1)
+	}
+	tm.mu.Unlock()
+	if i >= 0 {
+		tm.data.CloseAttempt(attempt)
+	}
 }
 
 // FailRunning fails the parts running here with cause, as a failing task
@@ -346,6 +412,12 @@ func (tm *TaskManager) FailRunning(cause error) {
 		p.cancel(cause)
 	}
 }
+
+// Failure classes of partEndedMsg.Class.
+const (
+	classRestoreData    = "restore-data"
+	classNotRestartable = "not-restartable"
+)
 
 // canceledError is a part's cancel cause when the job manager canceled it.
 type canceledError struct{ reason string }

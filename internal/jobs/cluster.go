@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"os"
 
 	"github.com/spf13/pflag"
 
@@ -18,7 +19,7 @@ import (
 // args, the configuration from the key=value items in sets (applied in
 // order, after the job's own defaults), every problem reported at once.
 // It returns the Environment holding the job and the configuration.
-func (r *Registry) Prepare(name string, args, sets []string, logger *slog.Logger) (*weir.Environment, *config.Config, error) {
+func (r *Registry) Prepare(name string, args, sets []string, logger *slog.Logger, out io.Writer) (*weir.Environment, *config.Config, error) {
 	job, ok := r.New(name)
 	if !ok {
 		return nil, nil, fmt.Errorf("unknown job %q: this binary has %v", name, r.Names())
@@ -55,7 +56,7 @@ func (r *Registry) Prepare(name string, args, sets []string, logger *slog.Logger
 		return nil, nil, err
 	}
 	env := weir.NewEnvironment(opts)
-	if err := job.Build(env, io.Discard); err != nil {
+	if err := job.Build(env, out); err != nil {
 		return nil, nil, fmt.Errorf("job %s: %w", name, err)
 	}
 	return env, cfg, nil
@@ -66,7 +67,9 @@ func (r *Registry) Prepare(name string, args, sets []string, logger *slog.Logger
 // ctx carries.
 func (r *Registry) ClusterBuilder(logger *slog.Logger) func(ctx context.Context, spec cluster.JobSpec) error {
 	return func(ctx context.Context, spec cluster.JobSpec) error {
-		env, cfg, err := r.Prepare(spec.Job, spec.Args, spec.Config, logger)
+		// A job that prints (a print sink) prints on the task manager's
+		// standard output, as Flink's task managers do.
+		env, cfg, err := r.Prepare(spec.Job, spec.Args, spec.Config, logger, os.Stdout)
 		if err != nil {
 			return cluster.NotRestartable(err)
 		}

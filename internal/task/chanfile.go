@@ -27,7 +27,7 @@ import (
 // channelStateGroup merges the channel state of its members into one file
 // per checkpoint.
 type channelStateGroup struct {
-	index   int // names the files: channel-state-<index>
+	name    string // the files' name: channel-state-<index>, or channel-state-<vertex>-<subtask> of the first member in a part of a job
 	members int
 	write   func(ctx context.Context, id int64, name string, payload []byte) (*storage.FileHandle, error)
 
@@ -45,8 +45,8 @@ type groupCheckpoint struct {
 	err     error
 }
 
-func newChannelStateGroup(index, members int, write func(ctx context.Context, id int64, name string, payload []byte) (*storage.FileHandle, error)) *channelStateGroup {
-	return &channelStateGroup{index: index, members: members, write: write,
+func newChannelStateGroup(name string, members int, write func(ctx context.Context, id int64, name string, payload []byte) (*storage.FileHandle, error)) *channelStateGroup {
+	return &channelStateGroup{name: name, members: members, write: write,
 		pending: map[int64]*groupCheckpoint{}, aborted: map[int64]error{}}
 }
 
@@ -101,7 +101,7 @@ func (g *channelStateGroup) assemble(ctx context.Context, id int64, gc *groupChe
 	if len(payload) == 0 {
 		return
 	}
-	gc.handle, gc.err = g.write(ctx, id, fmt.Sprintf("channel-state-%d", g.index), payload)
+	gc.handle, gc.err = g.write(ctx, id, g.name, payload)
 	if gc.err != nil {
 		gc.err = fmt.Errorf("channel-state file of %d subtasks: %w", g.members, gc.err)
 	}
@@ -170,7 +170,14 @@ func (j *Job) groupChannelState(perFile int) {
 	}
 	for start := 0; start < len(members); start += perFile {
 		group := members[start:min(start+perFile, len(members))]
-		g := newChannelStateGroup(len(j.chanGroups), len(group), j.writeChannelStateFile)
+		// A process that runs part of the job (a task manager) names
+		// its files after their first subtask: the other task managers
+		// write into the same checkpoint directory.
+		name := fmt.Sprintf("channel-state-%d", len(j.chanGroups))
+		if j.opts.Placement != nil {
+			name = fmt.Sprintf("channel-state-%d-%d", group[0].vertex, group[0].index)
+		}
+		g := newChannelStateGroup(name, len(group), j.writeChannelStateFile)
 		j.chanGroups = append(j.chanGroups, g)
 		for m, t := range group {
 			t.chanGroup, t.chanMember = g, m

@@ -179,13 +179,23 @@ func (a *app) runJobManager(ctx context.Context, logger *slog.Logger, c *cobra.C
 					o.Checkpoint.Retention = "RETAIN_ON_CANCELLATION"
 				}
 				if resume != nil {
-					o.Checkpoint.RestorePath = resume.Path
-					o.Checkpoint.ClaimMode = weir.ClaimModeClaim
-					if !metadataExists(ctx, resume.Path) {
-						logger.Warn("the checkpoint the last leader recorded is gone (subsumed after a newer one completed); resuming from the latest in the checkpoint directory",
-							"checkpoint", resume.ID, "path", resume.Path)
-						o.Checkpoint.RestorePath = weir.RestoreLatest
+					// The newest complete checkpoint, which is the one
+					// recorded or a newer one whose record the last
+					// leader did not write before it died (its sinks may
+					// have committed it: restoring the older one would
+					// replay what they committed).
+					latest, err := latestCheckpointID(ctx, chkDir, jobDir, logger)
+					if err != nil {
+						return err
 					}
+					if latest < resume.ID {
+						return fmt.Errorf("the last leader recorded checkpoint %d (%s) in etcd, but the newest complete checkpoint in %s is %d: the checkpoint storage lost data; restore a savepoint or checkpoint with --from",
+							resume.ID, resume.Path, chkDir, latest)
+					}
+					if latest > resume.ID {
+						logger.Info("a checkpoint newer than the recorded one completed before the last leader died; resuming from it", "recorded", resume.ID, "latest", latest)
+					}
+					o.Checkpoint.RestorePath = weir.RestoreLatest
 				}
 				prev := o.OnCheckpointComplete
 				o.OnCheckpointComplete = func(cc weir.CompletedCheckpoint) {
@@ -207,14 +217,23 @@ func joinPath(dir string, elems ...string) string {
 	return filepath.Join(append([]string{dir}, elems...)...)
 }
 
-// metadataExists reports whether the checkpoint at path still has its
-// _metadata.
-func metadataExists(ctx context.Context, path string) bool {
-	st, _, err := storage.ResolveSnapshot(ctx, path)
-	if st != nil {
-		st.Close()
+// latestCheckpointID returns the id of the newest complete checkpoint of
+// job in dir (0: none).
+func latestCheckpointID(ctx context.Context, dir, job string, logger *slog.Logger) (int64, error) {
+	st, err := storage.Open(ctx, dir)
+	if err != nil {
+		return 0, err
 	}
-	return err == nil
+	defer st.Close()
+	cp, err := st.Latest(ctx, job, logger)
+	var none *storage.NoCheckpointError
+	if errors.As(err, &none) {
+		return 0, nil
+	}
+	if err != nil {
+		return 0, fmt.Errorf("find the latest checkpoint of %s in %s: %w", job, dir, err)
+	}
+	return cp.ID, nil
 }
 
 // taskManagerCommand is `weir taskmanager`.

@@ -126,7 +126,7 @@ func TestUsageErrors(t *testing.T) {
 			[]string{`unknown job "wordcont"`, `did you mean "wordcount"?`}},
 		{"missing job", []string{"run"}, []string{"missing job", "wordcount"}},
 		{"unknown command", []string{"nosuch"}, []string{`unknown command "nosuch"`, "run"}},
-		{"missing command", nil, []string{"missing command", "bench, cancel, checkpoint, checkpoints, config, doctor, jobs, list, nexmark, run, savepoint, status, stop"}},
+		{"missing command", nil, []string{"missing command", "bench, cancel, checkpoint, checkpoints, cluster, config, doctor, jobs, list, nexmark, run, savepoint, status, stop, taskmanager"}},
 		{"unknown config command", []string{"config", "values"}, []string{`unknown command "values"`, "keys"}},
 		{"extra argument", []string{"run", "wordcount", "extra"}, []string{`unexpected argument "extra"`}},
 		{"unknown flag", []string{"run", "wordcount", "--bogus"},

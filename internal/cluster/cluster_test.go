@@ -300,7 +300,7 @@ func checkpointsAtLeast(dir string, n int) bool {
 // they hold: the output is exactly once.
 func TestClusterUnalignedRestore(t *testing.T) {
 	dir := t.TempDir()
-	spec := counterSpec(dir, 60_000, 4, "execution.checkpointing.unaligned.enabled=true")
+	spec := counterSpec(dir, 200_000, 4, "execution.checkpointing.unaligned.enabled=true")
 	spec.Args = append(spec.Args, "--sink-delay", "100us", "--rate", "0")
 	c := newTestCluster(t, spec, cluster.Security{})
 	c.tcp = true
@@ -316,6 +316,11 @@ func TestClusterUnalignedRestore(t *testing.T) {
 	// Wait for a checkpoint that persisted in-flight data of both task
 	// managers (two channel-state files), then fail a task.
 	waitFor(t, 60*time.Second, "a checkpoint with channel state from both task managers", func() bool {
+		select {
+		case err := <-done:
+			t.Fatalf("the job ended (%v) before a checkpoint persisted in-flight data of both task managers", err)
+		default:
+		}
 		m, _ := filepath.Glob(filepath.Join(dir, "chk", "counter", "chk-*", "_metadata"))
 		for _, md := range m {
 			if cs, _ := filepath.Glob(filepath.Join(filepath.Dir(md), "channel-state-*")); len(cs) >= 2 {
@@ -331,7 +336,7 @@ func TestClusterUnalignedRestore(t *testing.T) {
 	if n := c.jm.Attempts(); n < 2 {
 		t.Fatalf("%d attempts: the failure did not restart the job", n)
 	}
-	if err := jobs.VerifyCounterOutput(committed(t, filepath.Join(dir, "out")), 60_000, 97); err != nil {
+	if err := jobs.VerifyCounterOutput(committed(t, filepath.Join(dir, "out")), 200_000, 97); err != nil {
 		t.Fatal(err)
 	}
 }

@@ -308,7 +308,9 @@ func (e *clEnv) run(c clCfg) clResult {
 		c.interval = 50 * time.Millisecond
 	}
 	if c.timeout == 0 {
-		c.timeout = 40 * time.Second
+		// Only a hang detector: a run takes seconds alone, but its tests
+		// run beside the package's other parallel tests.
+		c.timeout = 2 * time.Minute
 	}
 	if c.restart.Type == "" {
 		c.restart = weir.RestartOptions{Type: "none"}

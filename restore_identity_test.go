@@ -36,6 +36,7 @@ func verifyRun(t *testing.T, dir, chkDir, backend, restore string, stopAfter int
 	var (
 		mu        sync.Mutex
 		completed []int64
+		stopped   atomic.Bool
 	)
 	testHooks := (weir.TestHooks{Completed: func(id int64, cp *metadata.Checkpoint) {
 		mu.Lock()
@@ -45,14 +46,22 @@ func verifyRun(t *testing.T, dir, chkDir, backend, restore string, stopAfter int
 		}
 		completed = append(completed, id)
 		if stopAfter > 0 && len(completed) == stopAfter {
+			stopped.Store(true)
 			cancel()
 		}
 	}})
 	env := weir.NewEnvironment(opts)
 	weir.SetTestHooks(env, testHooks)
-	var never atomic.Bool
-	never.Store(true)
-	counterJob(env, 150_000, 97, sink.Files(filepath.Join(dir, "out"), func(s string) string { return s }), -1, &never)
+	// As in restoreRun: a run to be canceled after stopAfter checkpoints
+	// must not end its input first (as it could on a loaded machine, or
+	// beside the package's other parallel tests): past half of the input
+	// it goes at 1ms per record until then.
+	var h counterHooks
+	if stopAfter > 0 {
+		var seen atomic.Int64
+		h.throttle = func(int64) bool { return seen.Add(1) > 75_000 && !stopped.Load() }
+	}
+	counterJobWith(env, 150_000, 97, sink.Files(filepath.Join(dir, "out"), func(s string) string { return s }), h)
 	err := env.Execute(ctx, "counter")
 	if errors.Is(err, context.DeadlineExceeded) {
 		lines := strings.SplitAfter(logs.String(), "\n")

@@ -371,6 +371,7 @@ func clOn(interval time.Duration) weir.ChangelogOptions {
 // ran: Materialization 0, the state is the log alone) restores exactly
 // once; the resumed run builds on the restored (empty) materialization.
 func TestChangelogRestoreNonMaterialized(t *testing.T) {
+	t.Parallel()
 	const n, keys = 100_000, 97
 	e := newCLEnv(t, "counter")
 	var open atomic.Bool
@@ -444,8 +445,10 @@ func TestChangelogRestoreNonMaterialized(t *testing.T) {
 // 2 and 4. After several materializations (on every backend) a restore
 // takes the latest materialization plus the log after it: exactly once.
 func TestChangelogRestoreAfterMaterializations(t *testing.T) {
+	t.Parallel()
 	for _, mode := range []string{weir.BackendHashMap, weir.BackendPebble, "pebble-incremental"} {
 		t.Run(mode, func(t *testing.T) {
+			t.Parallel()
 			backend, incremental := strings.CutSuffix(mode, "-incremental")
 			const n, keys = 100_000, 97
 			e := newCLEnv(t, "counter")
@@ -497,7 +500,9 @@ func TestChangelogRestoreAfterMaterializations(t *testing.T) {
 // previous materialization and the log); one more fails the job, with an
 // error naming the option.
 func TestChangelogMaterializationFailures(t *testing.T) {
+	t.Parallel()
 	t.Run("tolerated", func(t *testing.T) {
+		t.Parallel()
 		const n, keys = 100_000, 97
 		e := newCLEnv(t, "counter")
 		var (
@@ -572,11 +577,13 @@ func TestChangelogMaterializationFailures(t *testing.T) {
 		e.checkFiles("after the failed run")
 	}
 	t.Run("exceeded", func(t *testing.T) {
+		t.Parallel()
 		fails(t, 2, "state.changelog.materialization.max-failures-allowed=2")
 	})
 	// max-failures-allowed=0 (the option's minimum): no failure tolerated,
 	// the first one fails the job. The field's doc: "negative means none".
 	t.Run("none-allowed-by-config", func(t *testing.T) {
+		t.Parallel()
 		c := config.New()
 		if err := c.Set("state.changelog.materialization.max-failures-allowed", "0"); err != nil {
 			t.Fatal(err)
@@ -584,6 +591,7 @@ func TestChangelogMaterializationFailures(t *testing.T) {
 		fails(t, weir.OptionsFromConfig(c).Changelog.MaxMaterializationFailures, "state.changelog.materialization.max-failures-allowed")
 	})
 	t.Run("none-allowed-negative", func(t *testing.T) {
+		t.Parallel()
 		fails(t, -1, "state.changelog.materialization.max-failures-allowed")
 	})
 }
@@ -713,6 +721,7 @@ func checkLazyOutput(t *testing.T, dir string, n, keys, low int64) {
 // states survive materializations (re-appended to the log) and checkpoints
 // without the changelog (Pending); timers only in the log are replayed.
 func TestChangelogOnOffCompatibility(t *testing.T) {
+	t.Parallel()
 	const n, keys, low = 60_000, 41, 15_000
 	lazyJob := func(passed *atomic.Bool) func(env *weir.Environment, c *clCfg, out weir.Sink[string]) {
 		return func(env *weir.Environment, c *clCfg, out weir.Sink[string]) {
@@ -742,6 +751,7 @@ func TestChangelogOnOffCompatibility(t *testing.T) {
 		{"on-off-on-pebble", clOn(time.Hour), off, clOn(200 * time.Millisecond), weir.BackendPebble, true},
 	} {
 		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
 			e := newCLEnv(t, "lazy")
 			var passed, open1, open2 atomic.Bool
 			// Run 1 stops at the second checkpoint completed after a record
@@ -815,6 +825,7 @@ func TestChangelogOnOffCompatibility(t *testing.T) {
 // (or tolerates the failed materialization), the output is exactly once
 // and no file is left behind.
 func TestChangelogFailuresDuringUploads(t *testing.T) {
+	t.Parallel()
 	const n, keys = 100_000, 97
 	// faulty returns the test's storage wrapped in a fault injector.
 	faulty := func(t *testing.T, e *clEnv) (*blobtest.Bucket, *storage.Storage) {
@@ -835,6 +846,7 @@ func TestChangelogFailuresDuringUploads(t *testing.T) {
 	}
 
 	t.Run("log-upload", func(t *testing.T) {
+		t.Parallel()
 		e := newCLEnv(t, "counter")
 		faults, s := faulty(t, e)
 		var open, armed atomic.Bool
@@ -862,6 +874,7 @@ func TestChangelogFailuresDuringUploads(t *testing.T) {
 	})
 
 	t.Run("checkpoint-upload", func(t *testing.T) {
+		t.Parallel()
 		e := newCLEnv(t, "counter")
 		var open, failed atomic.Bool
 		c := base(&open)
@@ -889,6 +902,7 @@ func TestChangelogFailuresDuringUploads(t *testing.T) {
 	})
 
 	t.Run("materialization-upload", func(t *testing.T) {
+		t.Parallel()
 		e := newCLEnv(t, "counter")
 		faults, s := faulty(t, e)
 		var open atomic.Bool
@@ -915,6 +929,7 @@ func TestChangelogFailuresDuringUploads(t *testing.T) {
 	// The task fails while a materialization is uploading; the upload
 	// finishes after the subtask closed.
 	t.Run("killed-during-materialization", func(t *testing.T) {
+		t.Parallel()
 		e := newCLEnv(t, "counter")
 		var open, holding, killed atomic.Bool
 		release := make(chan struct{})

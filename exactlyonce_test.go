@@ -169,10 +169,12 @@ func quietLogger(t *testing.T) *slog.Logger {
 // in a sink commit, restarting automatically after each, writes every
 // running count exactly once: nothing lost, nothing duplicated.
 func TestExactlyOnceUnderInjectedFailures(t *testing.T) {
+	t.Parallel()
 	for _, mode := range []string{weir.BackendHashMap, weir.BackendPebble, "pebble-incremental"} {
 		backend, incremental := strings.CutSuffix(mode, "-incremental")
 		for _, p := range []int{1, 4} {
 			t.Run(fmt.Sprintf("%s/p%d", mode, p), func(t *testing.T) {
+				t.Parallel()
 				seed := rand.Uint64()
 				t.Logf("seed %d", seed)
 				rng := rand.New(rand.NewPCG(seed, 0))
@@ -237,6 +239,7 @@ func TestExactlyOnceUnderInjectedFailures(t *testing.T) {
 // some records twice, but nothing is lost: every running count 1..n_k of
 // every key is in the committed output.
 func TestAtLeastOnceLosesNothing(t *testing.T) {
+	t.Parallel()
 	const n, keys = 120_000, 97
 	dir := t.TempDir()
 	opts := weir.Options{Parallelism: 4, Logger: quietLogger(t),

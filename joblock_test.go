@@ -91,6 +91,7 @@ func wantRefused(t *testing.T, err error, dir string) {
 // progress (data files written, _metadata not yet) is intact, and its output
 // is exactly once. After the first run ended, the next one starts.
 func TestSecondRunOfARunningJobIsRefused(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	chk := filepath.Join(dir, "chk")
 	const n, keys = 30_000, 97
@@ -185,6 +186,7 @@ func waitCheckpoint(t *testing.T, r *lockRun, ch chan struct{}) {
 // died once it expired, and with Force takes a live one over at once, which
 // stops the old holder.
 func TestJobLeaseOnObjectStore(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	ctx := context.Background()
 	inner, err := storage.OpenLocation(ctx, "mem://")

@@ -99,6 +99,7 @@ func completeCheckpoints(t *testing.T, jobDir string) []int64 {
 // own checkpoints. It used to be taken for another job's: kept forever,
 // and the state materialized and uploaded anew.
 func TestRestoreOwnCheckpointAcrossPathAndFileURL(t *testing.T) {
+	t.Parallel()
 	for _, c := range []struct {
 		name    string
 		urlDir  bool // execution.checkpointing.dir as a file:// URL
@@ -108,6 +109,7 @@ func TestRestoreOwnCheckpointAcrossPathAndFileURL(t *testing.T) {
 		{"path-dir-url-from", false, true},
 	} {
 		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
 			dir := t.TempDir()
 			abs := filepath.Join(dir, "chk")
 			jobDir := filepath.Join(abs, "counter")

@@ -723,12 +723,18 @@ func TestJoinsExactlyOnceUnderFailures(t *testing.T) {
 	t.Parallel()
 	const n1, n2, size, lower, upper = 6000, 8000, 50, -6, 4
 	as, bs := joinEventsOf(n1, 7, 3), joinEventsOf(n2, 5, 2)
+	// Every pair with equal keys is tried, as in the tests above, but only
+	// those: 7 million instead of 48 (seconds under the race detector).
+	bsByKey := map[int64][]joinEvent{}
+	for _, b := range bs {
+		bsByKey[b.Key] = append(bsByKey[b.Key], b)
+	}
 	for _, kind := range []string{"window", "interval"} {
 		t.Run(kind, func(t *testing.T) {
 			t.Parallel()
 			var want []string
 			for _, a := range as {
-				for _, b := range bs {
+				for _, b := range bsByKey[a.Key] {
 					if a.Key == b.Key && (kind == "window" && a.TS/size == b.TS/size ||
 						kind == "interval" && b.TS >= a.TS+lower && b.TS <= a.TS+upper) {
 						want = append(want, fmt.Sprintf("%d-%d", a.ID, b.ID))

@@ -114,7 +114,7 @@ func TestSecondRunOfARunningJobIsRefused(t *testing.T) {
 	case id = <-held:
 	case err := <-first.done:
 		t.Fatalf("the first run ended early: %v", err)
-	case <-time.After(time.Minute):
+	case <-time.After(3 * time.Minute): // a throttled source takes seconds per checkpoint, minutes on a busy machine
 		t.Fatal("no checkpoint reached its _metadata write")
 	}
 	raw, err := storage.OpenLocation(context.Background(), chk)
@@ -175,7 +175,7 @@ func waitCheckpoint(t *testing.T, r *lockRun, ch chan struct{}) {
 	case <-ch:
 	case err := <-r.done:
 		t.Fatalf("the run ended before its first checkpoint: %v", err)
-	case <-time.After(time.Minute):
+	case <-time.After(3 * time.Minute): // as in TestSecondRunOfARunningJobIsRefused
 		t.Fatal("no checkpoint completed")
 	}
 }

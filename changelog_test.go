@@ -74,8 +74,8 @@ type clCfg struct {
 	restart               weir.RestartOptions
 	// stop cancels the run once it returns true for a completed checkpoint.
 	stop func(cp *metadata.Checkpoint) bool
-	// throttle slows the job down (1ms per record) while it returns true,
-	// so that the run does not end before stop.
+	// throttle slows the job down (1ms per record, see slowed) while it
+	// returns true, so that the run does not end before stop.
 	throttle func(i int64) bool
 	hooks    weir.TestHooks
 	// onStatus sees every completed checkpoint's changelog figures.
@@ -726,14 +726,7 @@ func TestChangelogOnOffCompatibility(t *testing.T) {
 	lazyJob := func(passed *atomic.Bool) func(env *weir.Environment, c *clCfg, out weir.Sink[string]) {
 		return func(env *weir.Environment, c *clCfg, out weir.Sink[string]) {
 			nums := weir.FromSource(env, source.Sequence(0, c.n-1)).UID("numbers").SetParallelism(1)
-			slow := weir.Map(nums, func(i int64) int64 {
-				if c.throttle != nil && c.throttle(i) {
-					time.Sleep(time.Millisecond)
-				} else if i%100 == 0 {
-					time.Sleep(500 * time.Microsecond)
-				}
-				return i
-			}).UID("slow").SetParallelism(1)
+			slow := slowed(nums, c.throttle).SetParallelism(1)
 			res := weir.KeyedProcess(weir.KeyBy(slow, func(i int64) int64 { return i % keys }),
 				func() weir.KeyedProcessFunction[int64, int64, string] { return &clLazyFn{t: low, passed: passed} }).UID("count")
 			weir.SinkTo(res, out).UID("sink")

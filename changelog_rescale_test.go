@@ -22,6 +22,7 @@ import (
 // subtasks whose key groups overlap its own and replays only the log
 // records of its key groups.
 func TestResumeChangelogRescaled(t *testing.T) {
+	t.Parallel()
 	for _, c := range []struct {
 		from, to          int
 		backend, backend2 string
@@ -32,6 +33,7 @@ func TestResumeChangelogRescaled(t *testing.T) {
 		{2, 4, weir.BackendPebble, weir.BackendPebble, true},
 	} {
 		t.Run(fmt.Sprintf("p%d-%s-to-p%d-%s-incremental=%v", c.from, c.backend, c.to, c.backend2, c.incremental), func(t *testing.T) {
+			t.Parallel()
 			dir := t.TempDir()
 			changelog := func(o *weir.Options) {
 				o.Changelog.Enabled = true
@@ -71,6 +73,7 @@ func TestResumeChangelogRescaled(t *testing.T) {
 // materializations, and the two parts' sizes, which add up to what the
 // checkpoint references.
 func TestChangelogMetrics(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	var (
 		mu   sync.Mutex
@@ -127,6 +130,7 @@ func TestChangelogMetrics(t *testing.T) {
 // the upload itself, not from the failed task's mailbox. The job restarts
 // and its output stays exactly once.
 func TestChangelogFailureWhileFirstMaterializationUploads(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	const n, keys = 60_000, 97
 	out := filepath.Join(dir, "out")

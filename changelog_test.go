@@ -74,8 +74,8 @@ type clCfg struct {
 	restart               weir.RestartOptions
 	// stop cancels the run once it returns true for a completed checkpoint.
 	stop func(cp *metadata.Checkpoint) bool
-	// throttle slows the job down (1ms per record) while it returns true,
-	// so that the run does not end before stop.
+	// throttle slows the job down (1ms per record, see slowed) while it
+	// returns true, so that the run does not end before stop.
 	throttle func(i int64) bool
 	hooks    weir.TestHooks
 	// onStatus sees every completed checkpoint's changelog figures.
@@ -308,7 +308,9 @@ func (e *clEnv) run(c clCfg) clResult {
 		c.interval = 50 * time.Millisecond
 	}
 	if c.timeout == 0 {
-		c.timeout = 40 * time.Second
+		// Only a hang detector: a run takes seconds alone, but its tests
+		// run beside the package's other parallel tests.
+		c.timeout = 2 * time.Minute
 	}
 	if c.restart.Type == "" {
 		c.restart = weir.RestartOptions{Type: "none"}
@@ -369,6 +371,7 @@ func clOn(interval time.Duration) weir.ChangelogOptions {
 // ran: Materialization 0, the state is the log alone) restores exactly
 // once; the resumed run builds on the restored (empty) materialization.
 func TestChangelogRestoreNonMaterialized(t *testing.T) {
+	t.Parallel()
 	const n, keys = 100_000, 97
 	e := newCLEnv(t, "counter")
 	var open atomic.Bool
@@ -442,8 +445,10 @@ func TestChangelogRestoreNonMaterialized(t *testing.T) {
 // 2 and 4. After several materializations (on every backend) a restore
 // takes the latest materialization plus the log after it: exactly once.
 func TestChangelogRestoreAfterMaterializations(t *testing.T) {
+	t.Parallel()
 	for _, mode := range []string{weir.BackendHashMap, weir.BackendPebble, "pebble-incremental"} {
 		t.Run(mode, func(t *testing.T) {
+			t.Parallel()
 			backend, incremental := strings.CutSuffix(mode, "-incremental")
 			const n, keys = 100_000, 97
 			e := newCLEnv(t, "counter")
@@ -495,7 +500,9 @@ func TestChangelogRestoreAfterMaterializations(t *testing.T) {
 // previous materialization and the log); one more fails the job, with an
 // error naming the option.
 func TestChangelogMaterializationFailures(t *testing.T) {
+	t.Parallel()
 	t.Run("tolerated", func(t *testing.T) {
+		t.Parallel()
 		const n, keys = 100_000, 97
 		e := newCLEnv(t, "counter")
 		var (
@@ -570,11 +577,13 @@ func TestChangelogMaterializationFailures(t *testing.T) {
 		e.checkFiles("after the failed run")
 	}
 	t.Run("exceeded", func(t *testing.T) {
+		t.Parallel()
 		fails(t, 2, "state.changelog.materialization.max-failures-allowed=2")
 	})
 	// max-failures-allowed=0 (the option's minimum): no failure tolerated,
 	// the first one fails the job. The field's doc: "negative means none".
 	t.Run("none-allowed-by-config", func(t *testing.T) {
+		t.Parallel()
 		c := config.New()
 		if err := c.Set("state.changelog.materialization.max-failures-allowed", "0"); err != nil {
 			t.Fatal(err)
@@ -582,6 +591,7 @@ func TestChangelogMaterializationFailures(t *testing.T) {
 		fails(t, weir.OptionsFromConfig(c).Changelog.MaxMaterializationFailures, "state.changelog.materialization.max-failures-allowed")
 	})
 	t.Run("none-allowed-negative", func(t *testing.T) {
+		t.Parallel()
 		fails(t, -1, "state.changelog.materialization.max-failures-allowed")
 	})
 }
@@ -711,18 +721,12 @@ func checkLazyOutput(t *testing.T, dir string, n, keys, low int64) {
 // states survive materializations (re-appended to the log) and checkpoints
 // without the changelog (Pending); timers only in the log are replayed.
 func TestChangelogOnOffCompatibility(t *testing.T) {
+	t.Parallel()
 	const n, keys, low = 60_000, 41, 15_000
 	lazyJob := func(passed *atomic.Bool) func(env *weir.Environment, c *clCfg, out weir.Sink[string]) {
 		return func(env *weir.Environment, c *clCfg, out weir.Sink[string]) {
 			nums := weir.FromSource(env, source.Sequence(0, c.n-1)).UID("numbers").SetParallelism(1)
-			slow := weir.Map(nums, func(i int64) int64 {
-				if c.throttle != nil && c.throttle(i) {
-					time.Sleep(time.Millisecond)
-				} else if i%100 == 0 {
-					time.Sleep(500 * time.Microsecond)
-				}
-				return i
-			}).UID("slow").SetParallelism(1)
+			slow := slowed(nums, c.throttle).SetParallelism(1)
 			res := weir.KeyedProcess(weir.KeyBy(slow, func(i int64) int64 { return i % keys }),
 				func() weir.KeyedProcessFunction[int64, int64, string] { return &clLazyFn{t: low, passed: passed} }).UID("count")
 			weir.SinkTo(res, out).UID("sink")
@@ -740,6 +744,7 @@ func TestChangelogOnOffCompatibility(t *testing.T) {
 		{"on-off-on-pebble", clOn(time.Hour), off, clOn(200 * time.Millisecond), weir.BackendPebble, true},
 	} {
 		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
 			e := newCLEnv(t, "lazy")
 			var passed, open1, open2 atomic.Bool
 			// Run 1 stops at the second checkpoint completed after a record
@@ -813,6 +818,7 @@ func TestChangelogOnOffCompatibility(t *testing.T) {
 // (or tolerates the failed materialization), the output is exactly once
 // and no file is left behind.
 func TestChangelogFailuresDuringUploads(t *testing.T) {
+	t.Parallel()
 	const n, keys = 100_000, 97
 	// faulty returns the test's storage wrapped in a fault injector.
 	faulty := func(t *testing.T, e *clEnv) (*blobtest.Bucket, *storage.Storage) {
@@ -833,6 +839,7 @@ func TestChangelogFailuresDuringUploads(t *testing.T) {
 	}
 
 	t.Run("log-upload", func(t *testing.T) {
+		t.Parallel()
 		e := newCLEnv(t, "counter")
 		faults, s := faulty(t, e)
 		var open, armed atomic.Bool
@@ -860,6 +867,7 @@ func TestChangelogFailuresDuringUploads(t *testing.T) {
 	})
 
 	t.Run("checkpoint-upload", func(t *testing.T) {
+		t.Parallel()
 		e := newCLEnv(t, "counter")
 		var open, failed atomic.Bool
 		c := base(&open)
@@ -887,6 +895,7 @@ func TestChangelogFailuresDuringUploads(t *testing.T) {
 	})
 
 	t.Run("materialization-upload", func(t *testing.T) {
+		t.Parallel()
 		e := newCLEnv(t, "counter")
 		faults, s := faulty(t, e)
 		var open atomic.Bool
@@ -913,6 +922,7 @@ func TestChangelogFailuresDuringUploads(t *testing.T) {
 	// The task fails while a materialization is uploading; the upload
 	// finishes after the subtask closed.
 	t.Run("killed-during-materialization", func(t *testing.T) {
+		t.Parallel()
 		e := newCLEnv(t, "counter")
 		var open, holding, killed atomic.Bool
 		release := make(chan struct{})

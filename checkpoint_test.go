@@ -60,6 +60,7 @@ func (c *epochChecker) SnapshotState(id int64, _ checkpoint.Options) (task.Opera
 // consumer aligns them across its input channels, so records never cross a
 // snapshot, and every subtask acknowledges every checkpoint.
 func TestAlignedBarriersSeparateEpochs(t *testing.T) {
+	t.Parallel()
 	const n = 3_000_000
 	env := NewEnvironment(Options{Parallelism: 2, BufferSize: 4096, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
 	src := FromSource(env, boundedSeq{n: n})

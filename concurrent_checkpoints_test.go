@@ -22,6 +22,7 @@ import (
 // checkpoint reused an upload that the completion of an overlapping one
 // had just released, and referenced a deleted file.
 func TestConcurrentCheckpointsKeepReferencedFiles(t *testing.T) {
+	t.Parallel()
 	const n, keys = 20_000, 5_000 // many keys: many SST files change per checkpoint
 	modes := []struct {
 		name        string

@@ -44,26 +44,48 @@ func counterJob(env *weir.Environment, n, keys int64, out weir.Sink[string], fai
 
 // counterHooks alter the counter job for a test; nil fields do nothing.
 type counterHooks struct {
-	// throttle, called per record before the keyBy, makes it sleep 1ms.
+	// throttle, called per record before the keyBy, makes it take 1ms
+	// (see slowed).
 	throttle func(i int64) bool
 	// fail makes the count function of subtask fail on record i.
 	fail func(subtask int, i int64) bool
+}
+
+// throttleStep is how much of its throttle's delays a subtask of slowed
+// sleeps at a time.
+const throttleStep = 16 * time.Millisecond
+
+// slowed is the operator "slow" after the source nums: it slows the
+// source down a little (500µs every 100 records) so that checkpoints (and
+// failures) happen while records flow, and by 1ms for every record
+// throttle returns true for. Those delays add up and a subtask sleeps
+// them throttleStep at a time: on a busy machine a 1ms sleep takes several
+// (the goroutine waits for a CPU), so a source throttled by a sleep per
+// record went many times slower than asked, and a checkpoint, which waits
+// for the end of a throttled source batch (2,048 records), took minutes.
+func slowed(nums *weir.DataStream[int64], throttle func(i int64) bool) *weir.DataStream[int64] {
+	return weir.ProcessEach(nums, func() weir.ProcessFunction[int64, int64] {
+		var debt time.Duration // throttle delays not slept yet
+		return weir.ProcessFunc[int64, int64](func(ctx *weir.Context[int64], i int64) error {
+			if throttle != nil && throttle(i) {
+				if debt += time.Millisecond; debt >= throttleStep {
+					time.Sleep(debt)
+					debt = 0
+				}
+			} else if i%100 == 0 {
+				time.Sleep(500 * time.Microsecond)
+			}
+			ctx.Emit(i)
+			return nil
+		})
+	}).UID("slow")
 }
 
 // counterJobWith is counterJob with hooks. The count state is registered
 // on the first record (lazily: restored changelog records wait for it).
 func counterJobWith(env *weir.Environment, n, keys int64, out weir.Sink[string], h counterHooks) {
 	nums := weir.FromSource(env, source.Sequence(0, n-1)).UID("numbers")
-	// Slow the source down a little so that checkpoints (and failures)
-	// happen while records flow.
-	slow := weir.Map(nums, func(i int64) int64 {
-		if h.throttle != nil && h.throttle(i) {
-			time.Sleep(time.Millisecond)
-		} else if i%100 == 0 {
-			time.Sleep(500 * time.Microsecond)
-		}
-		return i
-	}).UID("slow")
+	slow := slowed(nums, h.throttle)
 	counts := weir.KeyedProcess(weir.KeyBy(slow, func(i int64) int64 { return i % keys }),
 		func() weir.KeyedProcessFunction[int64, int64, string] {
 			var count *weir.ValueState[int64]
@@ -169,10 +191,12 @@ func quietLogger(t *testing.T) *slog.Logger {
 // in a sink commit, restarting automatically after each, writes every
 // running count exactly once: nothing lost, nothing duplicated.
 func TestExactlyOnceUnderInjectedFailures(t *testing.T) {
+	t.Parallel()
 	for _, mode := range []string{weir.BackendHashMap, weir.BackendPebble, "pebble-incremental"} {
 		backend, incremental := strings.CutSuffix(mode, "-incremental")
 		for _, p := range []int{1, 4} {
 			t.Run(fmt.Sprintf("%s/p%d", mode, p), func(t *testing.T) {
+				t.Parallel()
 				seed := rand.Uint64()
 				t.Logf("seed %d", seed)
 				rng := rand.New(rand.NewPCG(seed, 0))
@@ -237,6 +261,7 @@ func TestExactlyOnceUnderInjectedFailures(t *testing.T) {
 // some records twice, but nothing is lost: every running count 1..n_k of
 // every key is in the committed output.
 func TestAtLeastOnceLosesNothing(t *testing.T) {
+	t.Parallel()
 	const n, keys = 120_000, 97
 	dir := t.TempDir()
 	opts := weir.Options{Parallelism: 4, Logger: quietLogger(t),

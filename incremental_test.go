@@ -70,6 +70,7 @@ func keys(m map[string]bool) []string {
 // deletes what a killed process left (files of a checkpoint that never
 // completed) and keeps the invariant; the output stays exactly once.
 func TestIncrementalNoOrphansNoDanglingReferences(t *testing.T) {
+	t.Parallel()
 	seed := rand.Uint64()
 	t.Logf("seed %d", seed)
 	rng := rand.New(rand.NewPCG(seed, 1))

@@ -91,6 +91,7 @@ func wantRefused(t *testing.T, err error, dir string) {
 // progress (data files written, _metadata not yet) is intact, and its output
 // is exactly once. After the first run ended, the next one starts.
 func TestSecondRunOfARunningJobIsRefused(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	chk := filepath.Join(dir, "chk")
 	const n, keys = 30_000, 97
@@ -113,7 +114,7 @@ func TestSecondRunOfARunningJobIsRefused(t *testing.T) {
 	case id = <-held:
 	case err := <-first.done:
 		t.Fatalf("the first run ended early: %v", err)
-	case <-time.After(time.Minute):
+	case <-time.After(3 * time.Minute): // a throttled source takes seconds per checkpoint, minutes on a busy machine
 		t.Fatal("no checkpoint reached its _metadata write")
 	}
 	raw, err := storage.OpenLocation(context.Background(), chk)
@@ -174,7 +175,7 @@ func waitCheckpoint(t *testing.T, r *lockRun, ch chan struct{}) {
 	case <-ch:
 	case err := <-r.done:
 		t.Fatalf("the run ended before its first checkpoint: %v", err)
-	case <-time.After(time.Minute):
+	case <-time.After(3 * time.Minute): // as in TestSecondRunOfARunningJobIsRefused
 		t.Fatal("no checkpoint completed")
 	}
 }
@@ -185,6 +186,7 @@ func waitCheckpoint(t *testing.T, r *lockRun, ch chan struct{}) {
 // died once it expired, and with Force takes a live one over at once, which
 // stops the old holder.
 func TestJobLeaseOnObjectStore(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	ctx := context.Background()
 	inner, err := storage.OpenLocation(ctx, "mem://")

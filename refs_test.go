@@ -36,7 +36,7 @@ func TestReferencedFilesOutliveTheirCheckpoint(t *testing.T) {
 		listed map[int64][]string // checkpoint -> referenced files
 	}
 	start := func(restore string, release int64, r *run, stopWhen func(*run) bool) error {
-		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute) // a hang detector
 		defer cancel()
 		opts := weir.Options{Parallelism: 1, Logger: quietLogger(t), Checkpoint: weir.CheckpointOptions{Interval: 10 * time.Millisecond,
 			Dir: chk, MaxConcurrent: 2, RestorePath: restore}}
@@ -56,7 +56,15 @@ func TestReferencedFilesOutliveTheirCheckpoint(t *testing.T) {
 			}
 		}})
 		nums := weir.FromSource(env, source.Sequence(0, n-1)).UID("numbers")
-		slow := weir.Map(nums, func(i int64) int64 { time.Sleep(100 * time.Microsecond); return i }).UID("slow")
+		// 100µs per record, slept 1ms at a time: a sleep of 100µs takes a
+		// millisecond or more on a busy machine, which made the run take
+		// minutes beside the package's other parallel tests.
+		slow := weir.Map(nums, func(i int64) int64 {
+			if i%10 == 0 {
+				time.Sleep(time.Millisecond)
+			}
+			return i
+		}).UID("slow")
 		staged := weir.StageRefs(slow, release, func(p string) {
 			r.mu.Lock()
 			r.staged = append(r.staged, p)

@@ -36,6 +36,7 @@ func verifyRun(t *testing.T, dir, chkDir, backend, restore string, stopAfter int
 	var (
 		mu        sync.Mutex
 		completed []int64
+		stopped   atomic.Bool
 	)
 	testHooks := (weir.TestHooks{Completed: func(id int64, cp *metadata.Checkpoint) {
 		mu.Lock()
@@ -45,14 +46,22 @@ func verifyRun(t *testing.T, dir, chkDir, backend, restore string, stopAfter int
 		}
 		completed = append(completed, id)
 		if stopAfter > 0 && len(completed) == stopAfter {
+			stopped.Store(true)
 			cancel()
 		}
 	}})
 	env := weir.NewEnvironment(opts)
 	weir.SetTestHooks(env, testHooks)
-	var never atomic.Bool
-	never.Store(true)
-	counterJob(env, 150_000, 97, sink.Files(filepath.Join(dir, "out"), func(s string) string { return s }), -1, &never)
+	// As in restoreRun: a run to be canceled after stopAfter checkpoints
+	// must not end its input first (as it could on a loaded machine, or
+	// beside the package's other parallel tests): past half of the input
+	// it goes at 1ms per record until then.
+	var h counterHooks
+	if stopAfter > 0 {
+		var seen atomic.Int64
+		h.throttle = func(int64) bool { return seen.Add(1) > 75_000 && !stopped.Load() }
+	}
+	counterJobWith(env, 150_000, 97, sink.Files(filepath.Join(dir, "out"), func(s string) string { return s }), h)
 	err := env.Execute(ctx, "counter")
 	if errors.Is(err, context.DeadlineExceeded) {
 		lines := strings.SplitAfter(logs.String(), "\n")
@@ -90,6 +99,7 @@ func completeCheckpoints(t *testing.T, jobDir string) []int64 {
 // own checkpoints. It used to be taken for another job's: kept forever,
 // and the state materialized and uploaded anew.
 func TestRestoreOwnCheckpointAcrossPathAndFileURL(t *testing.T) {
+	t.Parallel()
 	for _, c := range []struct {
 		name    string
 		urlDir  bool // execution.checkpointing.dir as a file:// URL
@@ -99,6 +109,7 @@ func TestRestoreOwnCheckpointAcrossPathAndFileURL(t *testing.T) {
 		{"path-dir-url-from", false, true},
 	} {
 		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
 			dir := t.TempDir()
 			abs := filepath.Join(dir, "chk")
 			jobDir := filepath.Join(abs, "counter")

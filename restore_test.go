@@ -60,11 +60,13 @@ func restoreRun(t *testing.T, dir string, p int, backend, restore string, stopAf
 // backend independent, state is split by key group): the committed output
 // is still exactly once.
 func TestResumeRescaledOnOtherBackend(t *testing.T) {
+	t.Parallel()
 	for _, c := range []struct {
 		from, to   int
 		fromB, toB string
 	}{{2, 3, weir.BackendHashMap, weir.BackendPebble}, {4, 1, weir.BackendPebble, weir.BackendHashMap}} {
 		t.Run(fmt.Sprintf("p%d-%s-to-p%d-%s", c.from, c.fromB, c.to, c.toB), func(t *testing.T) {
+			t.Parallel()
 			dir := t.TempDir()
 			if _, err := restoreRun(t, dir, c.from, c.fromB, "", 3, nil); !errors.Is(err, context.Canceled) {
 				t.Fatalf("first run: %v, want it canceled after 3 checkpoints", err)
@@ -80,6 +82,7 @@ func TestResumeRescaledOnOtherBackend(t *testing.T) {
 // --from latest skips a newest checkpoint whose _metadata is corrupt, with a
 // warning naming it, and restores the one before.
 func TestRestoreLatestSkipsCorruptMetadata(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	retain2 := func(o *weir.Options) { o.Checkpoint.NumRetained = 2 }
 	if _, err := restoreRun(t, dir, 2, weir.BackendHashMap, "", 4, retain2); !errors.Is(err, context.Canceled) {
@@ -154,6 +157,7 @@ func newTextLogger(w *lockedBuffer) *slog.Logger { return slog.New(slog.NewTextH
 // the end of time: stopped mid-way and resumed (at another parallelism), it
 // still writes every word's count once, and right.
 func TestWordCountResumesWithTimers(t *testing.T) {
+	t.Parallel()
 	const lines = 60_000
 	dir := t.TempDir()
 	run := func(p int, restore string, stopAfter int64) error {
@@ -223,6 +227,7 @@ func TestWordCountResumesWithTimers(t *testing.T) {
 // Options.OnStatus reports progress while the job runs: records counted at
 // the sources and sinks, and the latest checkpoint.
 func TestOnStatusReportsProgress(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	var maxOut, maxIn, lastCP atomic.Int64
 	_, err := restoreRun(t, dir, 2, weir.BackendHashMap, "", 0, func(o *weir.Options) {
@@ -281,9 +286,11 @@ func TestTriggerCheckpointManually(t *testing.T) {
 // copied out of each old database), and is refused, before anything
 // starts, by the hashmap backend.
 func TestResumeFromIncrementalCheckpoint(t *testing.T) {
+	t.Parallel()
 	incremental := func(o *weir.Options) { o.Checkpoint.Incremental = true }
 	for _, c := range []struct{ from, to int }{{2, 2}, {2, 3}, {4, 1}} {
 		t.Run(fmt.Sprintf("p%d-to-p%d", c.from, c.to), func(t *testing.T) {
+			t.Parallel()
 			dir := t.TempDir()
 			if _, err := restoreRun(t, dir, c.from, weir.BackendPebble, "", 3, incremental); !errors.Is(err, context.Canceled) {
 				t.Fatalf("first run: %v, want it canceled after 3 checkpoints", err)
@@ -295,6 +302,7 @@ func TestResumeFromIncrementalCheckpoint(t *testing.T) {
 		})
 	}
 	t.Run("into-hashmap", func(t *testing.T) {
+		t.Parallel()
 		dir := t.TempDir()
 		if _, err := restoreRun(t, dir, 2, weir.BackendPebble, "", 2, incremental); !errors.Is(err, context.Canceled) {
 			t.Fatalf("first run: %v", err)
@@ -321,6 +329,7 @@ func TestResumeFromIncrementalCheckpoint(t *testing.T) {
 // Options.OnCheckpointComplete sees every completed checkpoint with its
 // sizes and phases.
 func TestOnCheckpointComplete(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	var seen []weir.CompletedCheckpoint
 	var mu sync.Mutex

@@ -149,6 +149,7 @@ func snapshotDir(t *testing.T, dir string) map[string]string {
 // output is exactly once. It used to be restored, fail, and be restored
 // again forever.
 func TestRestoreVerifiesDataFiles(t *testing.T) {
+	t.Parallel()
 	changelog := func(o *weir.Options) {
 		o.Changelog = weir.ChangelogOptions{Enabled: true, MaterializeInterval: time.Hour}
 	}
@@ -164,6 +165,7 @@ func TestRestoreVerifiesDataFiles(t *testing.T) {
 			func(f string) bool { return strings.HasPrefix(f, "shared/") && strings.HasSuffix(f, ".log") }},
 	} {
 		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
 			dir := t.TempDir()
 			chk := filepath.Join(dir, "chk")
 			jobDir := filepath.Join(chk, "counter")

@@ -3,10 +3,14 @@ package weir_test
 import (
 	"context"
 	"errors"
+	"flag"
 	"fmt"
 	"io"
 	"log/slog"
+	"os"
+	"runtime"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -21,7 +25,25 @@ import (
 	"github.com/weirstream/weir/source"
 )
 
-func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+// TestMain checks that no test leaves a goroutine behind (goleak), and
+// runs twice as many parallel tests at once as go test's default
+// -parallel (GOMAXPROCS) unless -parallel is given: most of the package's
+// tests wait (checkpoint intervals, restarts, throttled sources) for most
+// of their time, so on a 2-core CI machine two at a time leave the cores
+// half idle. The tests that measure time or were seen to be sensitive to
+// load do not call t.Parallel: they run first, alone.
+func TestMain(m *testing.M) {
+	flag.Parse()
+	given := false
+	flag.Visit(func(f *flag.Flag) { given = given || f.Name == "test.parallel" })
+	if !given {
+		if err := flag.Set("test.parallel", strconv.Itoa(2*runtime.GOMAXPROCS(0))); err != nil {
+			fmt.Fprintln(os.Stderr, "set -test.parallel:", err)
+			os.Exit(2)
+		}
+	}
+	goleak.VerifyTestMain(m)
+}
 
 var quiet = slog.New(slog.NewTextHandler(io.Discard, nil))
 

@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -92,8 +93,20 @@ func TestNoClaimIncrementalCheckpoint(t *testing.T) {
 
 	from := opts
 	from.Checkpoint.RestorePath = baseDir
-	restored := startJob(t, from, "counter", counter(n, keys, out, true))
-	other := startJob(t, from, "counter-copy", counter(n, keys, outCopy, true))
+	// The restored runs' checkpoints are kept as they complete: with
+	// num-retained 1 a run's first checkpoint is subsumed and deleted
+	// once its second completes, which may be before the test reads it.
+	var completed sync.Map // "job/id" -> *metadata.Checkpoint
+	recorded := func(name string, build func(*weir.Environment)) func(*weir.Environment) {
+		return func(env *weir.Environment) {
+			weir.SetTestHooks(env, weir.TestHooks{Completed: func(id int64, cp *metadata.Checkpoint) {
+				completed.Store(fmt.Sprintf("%s/%d", name, id), cp)
+			}})
+			build(env)
+		}
+	}
+	restored := startJob(t, from, "counter", recorded("counter", counter(n, keys, out, true)))
+	other := startJob(t, from, "counter-copy", recorded("counter-copy", counter(n, keys, outCopy, true)))
 	// The first checkpoint of each shares nothing with the base.
 	firstOf := func(j *liveJob) int64 {
 		t.Helper()
@@ -101,7 +114,16 @@ func TestNoClaimIncrementalCheckpoint(t *testing.T) {
 		if id <= base && j.name == "counter" {
 			t.Fatalf("job %s's first checkpoint after restoring %d is %d", j.name, base, id)
 		}
-		cp := readCheckpoint(t, filepath.Join(chk, j.name), id)
+		// The hook runs right after the completion is reported.
+		key := fmt.Sprintf("%s/%d", j.name, id)
+		var cp *metadata.Checkpoint
+		j.await("the metadata of checkpoint "+key, func() bool {
+			v, ok := completed.Load(key)
+			if ok {
+				cp = v.(*metadata.Checkpoint)
+			}
+			return ok
+		})
 		var shared []string
 		for p := range filePaths(cp, j.name) {
 			if baseFiles[p] {

@@ -743,6 +743,7 @@ func diffInts(got, want []int64) string {
 // and 128, from canonical savepoints on the hashmap backend and native
 // ones on pebble.
 func TestSavepointRescaling(t *testing.T) {
+	t.Parallel()
 	for _, c := range []struct {
 		format, backend string
 	}{{weir.SavepointCanonical, weir.BackendHashMap}, {weir.SavepointNative, weir.BackendPebble}} {

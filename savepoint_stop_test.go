@@ -144,6 +144,7 @@ func (j *swJob) stop(t *testing.T, dir, backend string, drain bool) string {
 // the stopped job has committed the complete results of all windows of
 // the numbers it read, the open ones included, and the savepoint exists.
 func TestStopWithSavepointWindows(t *testing.T) {
+	t.Parallel()
 	for _, backend := range []string{weir.BackendHashMap, weir.BackendPebble} {
 		t.Run(backend+"/no-drain", func(t *testing.T) {
 			t.Parallel()
@@ -286,6 +287,7 @@ func TestIntermediateSavepointCommitsNothing(t *testing.T) {
 // exactly once. For a failure at a source subtask and at a subtask of the
 // keyed vertex.
 func TestStopWithSavepointFailureKeepsJobRunning(t *testing.T) {
+	t.Parallel()
 	for _, c := range []struct {
 		name            string
 		vertex, subtask int
@@ -635,6 +637,7 @@ func TestSavepointNotSubsumedByLaterCheckpoint(t *testing.T) {
 // own right after the stop, no snapshot follows the savepoint, and the
 // job resumed from it finishes with exact output.
 func TestNoCheckpointAfterStopWithSavepoint(t *testing.T) {
+	t.Parallel()
 	for _, unaligned := range []bool{false, true} {
 		t.Run(fmt.Sprintf("unaligned=%v", unaligned), func(t *testing.T) {
 			t.Parallel()

@@ -21,6 +21,7 @@ import (
 // configured for native incremental files and the changelog, and a job on
 // another backend restores from it with exactly-once output.
 func TestCanonicalFormatFromTheTrigger(t *testing.T) {
+	t.Parallel()
 	const n, keys = 20_000, 300
 	dir := t.TempDir()
 	out := filepath.Join(dir, "out")

@@ -16,6 +16,7 @@ import (
 // no longer keeps every unreferenced shared file alive once a newer intact
 // checkpoint exists (bug D).
 func TestSweepAfterCorruptMetadataAndKilledUploads(t *testing.T) {
+	t.Parallel()
 	const n, keys = 20_000, 500
 	e := newCLEnv(t, "counter")
 	base := clCfg{p: 2, backend: weir.BackendPebble, incremental: true, n: n, keys: keys, retained: 3}

@@ -300,8 +300,8 @@ func checkpointsAtLeast(dir string, n int) bool {
 // they hold: the output is exactly once.
 func TestClusterUnalignedRestore(t *testing.T) {
 	dir := t.TempDir()
-	spec := counterSpec(dir, 200_000, 4, "execution.checkpointing.unaligned.enabled=true")
-	spec.Args = append(spec.Args, "--sink-delay", "100us", "--rate", "0")
+	spec := counterSpec(dir, 100_000, 4, "execution.checkpointing.unaligned.enabled=true")
+	spec.Args = append(spec.Args, "--sink-delay", "300us", "--rate", "0")
 	c := newTestCluster(t, spec, cluster.Security{})
 	c.tcp = true
 	var tms []*cluster.TaskManager
@@ -313,21 +313,23 @@ func TestClusterUnalignedRestore(t *testing.T) {
 	defer cancel()
 	done := make(chan error, 1)
 	go func() { done <- c.runJob(ctx) }()
-	// Wait for a checkpoint that persisted in-flight data of both task
-	// managers (two channel-state files), then fail a task.
-	waitFor(t, 60*time.Second, "a checkpoint with channel state from both task managers", func() bool {
+	// Wait until checkpoints persisted in-flight data of both task
+	// managers (each names its channel-state files after its first
+	// subtask: two names), then fail a task.
+	names := map[string]bool{}
+	waitFor(t, 60*time.Second, "checkpoints with channel state from both task managers", func() bool {
 		select {
 		case err := <-done:
-			t.Fatalf("the job ended (%v) before a checkpoint persisted in-flight data of both task managers", err)
+			t.Fatalf("the job ended (%v) before checkpoints persisted in-flight data of both task managers (seen %v)", err, names)
 		default:
 		}
-		m, _ := filepath.Glob(filepath.Join(dir, "chk", "counter", "chk-*", "_metadata"))
-		for _, md := range m {
-			if cs, _ := filepath.Glob(filepath.Join(filepath.Dir(md), "channel-state-*")); len(cs) >= 2 {
-				return true
+		cs, _ := filepath.Glob(filepath.Join(dir, "chk", "counter", "chk-*", "channel-state-*"))
+		for _, f := range cs {
+			if _, err := os.Stat(filepath.Join(filepath.Dir(f), "_metadata")); err == nil {
+				names[filepath.Base(f)] = true
 			}
 		}
-		return false
+		return len(names) >= 2
 	})
 	tms[1].FailRunning(errors.New("injected task failure"))
 	if err := <-done; err != nil {
@@ -336,7 +338,7 @@ func TestClusterUnalignedRestore(t *testing.T) {
 	if n := c.jm.Attempts(); n < 2 {
 		t.Fatalf("%d attempts: the failure did not restart the job", n)
 	}
-	if err := jobs.VerifyCounterOutput(committed(t, filepath.Join(dir, "out")), 200_000, 97); err != nil {
+	if err := jobs.VerifyCounterOutput(committed(t, filepath.Join(dir, "out")), 100_000, 97); err != nil {
 		t.Fatal(err)
 	}
 }

@@ -163,6 +163,7 @@ func (tm *TaskManager) Run(ctx context.Context) error {
 }
 
 func (tm *TaskManager) session(ctx context.Context) error {
+	tm.attempts.Add(1)
 	addr := tm.cfg.JobManager
 	if tm.cfg.Leader != nil {
 		var err error
@@ -182,9 +183,7 @@ func (tm *TaskManager) session(ctx context.Context) error {
 		return fmt.Errorf("register with the job manager at %s: %w", addr, err)
 	}
 	var first toTM
-	err = st.RecvMsg(&first)
-	tm.attempts.Add(1)
-	if err != nil {
+	if err := st.RecvMsg(&first); err != nil {
 		if s, ok := status.FromError(err); ok {
 			switch s.Code() {
 			case codes.PermissionDenied, codes.FailedPrecondition, codes.InvalidArgument, codes.Unauthenticated:

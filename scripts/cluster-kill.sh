@@ -57,6 +57,7 @@ extra=(${EXTRA:-})
 	--set restart-strategy.type=fixed-delay \
 	--set restart-strategy.fixed-delay.attempts=100 \
 	--set restart-strategy.fixed-delay.delay=200ms \
+	--set rest.port=0 \
 	--log-level info "${extra[@]}" >"$work/log" 2>&1 &
 jm=$!
 

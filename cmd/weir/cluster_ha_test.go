@@ -92,7 +92,7 @@ func TestClusterJobManagerFailover(t *testing.T) {
 			"--set", "execution.target=cluster", "--set", "jobmanager.rpc.address=127.0.0.1", "--set", "jobmanager.rpc.port=0",
 			"--set", "execution.checkpointing.interval=200ms", "--set", "execution.checkpointing.dir=" + filepath.Join(dir, "chk"),
 			"--set", "restart-strategy.type=fixed-delay", "--set", "restart-strategy.fixed-delay.attempts=50",
-			"--set", "restart-strategy.fixed-delay.delay=200ms"}, ha...)...)
+			"--set", "restart-strategy.fixed-delay.delay=200ms", "--set", "rest.port=0"}, ha...)...)
 	}
 	first := jm()
 	waitUntil(t, 20*time.Second, "the first job manager leading", func() bool { return strings.Contains(first.out.String(), "leading the cluster") })

@@ -81,8 +81,9 @@ func TestRunPipelineAB(t *testing.T) {
 	}
 }
 
-// The pipeline on an in-process cluster of two task managers over TCP
-// delivers every record once.
+// The pipeline runs to its end on an in-process cluster of two task
+// managers over TCP and reports its figures (exactly-once delivery over
+// TCP is internal/cluster's tests' claim, not this one's).
 func TestRunPipelineClusterCounts(t *testing.T) {
 	r, err := RunPipelineCluster(context.Background(), weir.Options{Parallelism: 2, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))}, EdgeRebalance, 100_000, 2)
 	if err != nil {

@@ -82,8 +82,6 @@ func securityOf(cfg *config.Config) (cluster.Security, error) {
 	return s, nil
 }
 
-func splitHostPort(addr string) (host, port string, err error) { return net.SplitHostPort(addr) }
-
 func rpcAddress(cfg *config.Config) string {
 	return net.JoinHostPort(cfg.String("jobmanager.rpc.address"), strconv.FormatInt(cfg.Int("jobmanager.rpc.port"), 10))
 }

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net"
 	"os"
 	"os/exec"
 	"strconv"
@@ -71,7 +72,7 @@ func (l *localCluster) start(ctx context.Context, a *app, jmAddr string, sec clu
 	if err != nil {
 		return nil, fmt.Errorf("cluster local: find this binary: %w", err)
 	}
-	host, port, _ := splitHostPort(jmAddr)
+	host, port, _ := net.SplitHostPort(jmAddr)
 	args := []string{"taskmanager", "--log-format", a.logFormat, "--log-level", a.logLevel,
 		"--set", "jobmanager.rpc.address=" + host, "--set", "jobmanager.rpc.port=" + port,
 		"--set", "taskmanager.numberOfTaskSlots=" + strconv.Itoa(slots), "--set", "taskmanager.host=127.0.0.1"}

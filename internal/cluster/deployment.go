@@ -51,9 +51,7 @@ func newRemoteDeployment(jm *JobManager, attempt uint64, jg *graph.JobGraph, slo
 			d.sourcesLeft[c.id] = true
 		}
 	}
-	for _, t := range taskInfos(jg) {
-		d.tasks = append(d.tasks, task.TaskInfo{Vertex: t.vertex, Subtask: t.subtask, Name: t.name})
-	}
+	d.tasks = taskInfos(jg)
 	return d
 }
 

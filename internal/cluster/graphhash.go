@@ -6,6 +6,7 @@ import (
 	"fmt"
 
 	"github.com/weirstream/weir/internal/graph"
+	"github.com/weirstream/weir/internal/task"
 )
 
 // GraphHash fingerprints a job graph's shape: its vertices with their
@@ -39,17 +40,12 @@ func slotsNeeded(jg *graph.JobGraph) int {
 
 // taskInfos lists every subtask of jg, named as the task package names
 // them.
-func taskInfos(jg *graph.JobGraph) []taskInfo {
-	var out []taskInfo
+func taskInfos(jg *graph.JobGraph) []task.TaskInfo {
+	var out []task.TaskInfo
 	for _, v := range jg.Vertices {
 		for i := range v.Parallelism {
-			out = append(out, taskInfo{vertex: v.ID, subtask: i, name: fmt.Sprintf("%s (%d/%d)", v.Name(), i+1, v.Parallelism)})
+			out = append(out, task.TaskInfo{Vertex: v.ID, Subtask: i, Name: fmt.Sprintf("%s (%d/%d)", v.Name(), i+1, v.Parallelism)})
 		}
 	}
 	return out
-}
-
-type taskInfo struct {
-	vertex, subtask int
-	name            string
 }

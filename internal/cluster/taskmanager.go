@@ -352,12 +352,7 @@ func (tm *TaskManager) deploy(ctx context.Context, m *deployMsg, send func(toJM)
 
 // cancelAll cancels every part and waits for them to end.
 func (tm *TaskManager) cancelAll(cause error) {
-	tm.mu.Lock()
-	parts := make([]*part, 0, len(tm.parts))
-	for _, p := range tm.parts {
-		parts = append(parts, p)
-	}
-	tm.mu.Unlock()
+	parts := tm.partsWhere(nil)
 	for _, p := range parts {
 		p.cancel(cause)
 	}
@@ -370,19 +365,25 @@ func (tm *TaskManager) cancelAll(cause error) {
 // broke, so the attempt cannot go on.
 func (tm *TaskManager) peerLost(peer string, err error) {
 	cause := fmt.Errorf("the data connection to task manager %s broke: %w", peer, err)
+	// Only the parts that exchange data with the peer: a connection may
+	// outlive the attempts that used it.
+	for _, p := range tm.partsWhere(func(p *part) bool { return slices.Contains(p.msg.Slots, peer) }) {
+		p.cancel(cause)
+	}
+}
+
+// partsWhere returns the running parts that keep reports true (all with
+// nil keep).
+func (tm *TaskManager) partsWhere(keep func(*part) bool) []*part {
 	tm.mu.Lock()
+	defer tm.mu.Unlock()
 	var parts []*part
 	for _, p := range tm.parts {
-		// Only the parts that exchange data with the peer: a
-		// connection may outlive the attempts that used it.
-		if slices.Contains(p.msg.Slots, peer) {
+		if keep == nil || keep(p) {
 			parts = append(parts, p)
 		}
 	}
-	tm.mu.Unlock()
-	for _, p := range parts {
-		p.cancel(cause)
-	}
+	return parts
 }
 
 // release closes the data channels of an attempt whose every part ended.
@@ -401,13 +402,7 @@ func (tm *TaskManager) release(attempt uint64) {
 // FailRunning fails the parts running here with cause, as a failing task
 // would: the job manager restarts the attempt (tests of recovery).
 func (tm *TaskManager) FailRunning(cause error) {
-	tm.mu.Lock()
-	parts := make([]*part, 0, len(tm.parts))
-	for _, p := range tm.parts {
-		parts = append(parts, p)
-	}
-	tm.mu.Unlock()
-	for _, p := range parts {
+	for _, p := range tm.partsWhere(nil) {
 		p.cancel(cause)
 	}
 }

@@ -19,6 +19,7 @@ import (
 
 	"github.com/weirstream/weir"
 	"github.com/weirstream/weir/internal/checkpoint/metadata"
+	"github.com/weirstream/weir/internal/cluster/clustertest"
 	"github.com/weirstream/weir/sink"
 	"github.com/weirstream/weir/source"
 )
@@ -112,6 +113,7 @@ type unalignedRun struct {
 	timeout     time.Duration // aligned-checkpoint-timeout; <0: unaligned off
 	failures    string        // which failures to inject: "map", "snapshot", "recovery", "close"
 	seed        uint64
+	tcp         bool // every channel over TCP (clustertest.TCP)
 }
 
 // A port of Flink's UnalignedCheckpointITCase: each source split emits an
@@ -139,14 +141,27 @@ func TestUnalignedStrictOrder(t *testing.T) {
 				continue
 			}
 			for _, f := range []string{"map", "snapshot", "recovery", "close"} {
-				t.Run(fmt.Sprintf("timeout%s/p%d/%s", timeout, p, f), func(t *testing.T) {
-					t.Parallel()
-					n := int64(60_000)
-					if p == 20 {
-						n = 100_000 // 5,000 per split
+				// Over TCP too (the cluster's data plane) at
+				// parallelism 5, 25 channels per exchange: every
+				// failure kind without the aligned timeout, the
+				// restore with it.
+				for _, tcp := range []bool{false, true} {
+					if tcp && (p != 5 || timeout > 0 && f != "recovery") {
+						continue
 					}
-					runStrictOrder(t, unalignedRun{n: n, parallelism: p, timeout: timeout, failures: f, seed: rand.Uint64()})
-				})
+					name := fmt.Sprintf("timeout%s/p%d/%s", timeout, p, f)
+					if tcp {
+						name += "/tcp"
+					}
+					t.Run(name, func(t *testing.T) {
+						t.Parallel()
+						n := int64(60_000)
+						if p == 20 {
+							n = 100_000 // 5,000 per split
+						}
+						runStrictOrder(t, unalignedRun{n: n, parallelism: p, timeout: timeout, failures: f, seed: rand.Uint64(), tcp: tcp})
+					})
+				}
 			}
 		}
 	}
@@ -264,9 +279,18 @@ func runStrictOrder(t *testing.T, r unalignedRun) {
 
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
+	var tcp *clustertest.Loopback
+	if r.tcp {
+		tcp = clustertest.NewTCP(t)
+		ctx = tcp.Context(ctx)
+	}
 	res, err := env.ExecuteResult(ctx, "strict-order")
 	if err != nil {
 		t.Fatal(err)
+	}
+	// Two keyed exchanges of p×p channels per attempt.
+	if want := int64(2 * r.parallelism * r.parallelism); tcp != nil && tcp.Channels() < want {
+		t.Errorf("%d channels over TCP, want at least %d", tcp.Channels(), want)
 	}
 	if !fired.Load() {
 		t.Errorf("the %s failure was never injected", r.failures)

@@ -134,10 +134,14 @@ type Options struct {
 // slots) and how its channels reach the subtasks that run elsewhere.
 type Placement struct {
 	// Local reports whether subtask subtask of vertex (graph.Vertex.ID)
-	// runs in this process.
+	// runs in this process; nil: every subtask does.
 	Local func(vertex, subtask int) bool
 	// Remote connects the channels between a local and a remote subtask.
 	Remote RemoteExchange
+	// Loopback sends every channel through Remote, also those between
+	// two local subtasks (both of its ends are connected here): the
+	// transport's tests run with the jobs of the in-process tests.
+	Loopback bool
 }
 
 // ChannelRef names one channel of a job graph the same way in every
@@ -163,7 +167,13 @@ type RemoteExchange interface {
 }
 
 func (o *Options) local(vertex, subtask int) bool {
-	return o.Placement == nil || o.Placement.Local(vertex, subtask)
+	return o.Placement == nil || o.Placement.Local == nil || o.Placement.Local(vertex, subtask)
+}
+
+// remoteInput reports whether the channel from producer subtask subtask of
+// vertex into a local consumer goes through Placement.Remote.
+func (o *Options) remoteInput(vertex, subtask int) bool {
+	return o.Placement != nil && (o.Placement.Loopback || !o.local(vertex, subtask))
 }
 
 // FaultHooks inject failures, for tests. Nil fields do nothing.
@@ -354,7 +364,7 @@ func Deploy(ctx context.Context, jg *graph.JobGraph, opts Options) (*Job, error)
 }
 
 // connectRemoteInputs connects the channels of local input gates whose
-// producers run in another process.
+// producers run in another process (all of them with Placement.Loopback).
 func (j *Job) connectRemoteInputs(gates map[*graph.Vertex][]*network.InputGate, offsets map[*graph.Edge]int) error {
 	if j.opts.Placement == nil {
 		return nil
@@ -370,7 +380,7 @@ func (j *Job) connectRemoteInputs(gates map[*graph.Vertex][]*network.InputGate, 
 			for in, e := range v.Inputs {
 				from := j.graph.VertexOf[e.From]
 				for k := range from.Parallelism {
-					if j.opts.local(from.ID, k) {
+					if !j.opts.remoteInput(from.ID, k) {
 						continue
 					}
 					if pool == nil {
@@ -557,7 +567,7 @@ func (j *Job) networkOutput(impl OutputImpl, e *graph.Edge, index int, tr *Track
 		// consumer's input channel; to a consumer in another process,
 		// through the remote exchange.
 		sub := network.NewPipelinedSubpartition()
-		if g != nil {
+		if g != nil && !(j.opts.Placement != nil && j.opts.Placement.Loopback) {
 			network.ConnectLocal(sub, g, offsets[e]+index)
 		} else if err := j.opts.Placement.Remote.ConnectSender(ChannelRef{ToVertex: to.ID, Input: slices.Index(to.Inputs, e), From: index, To: k}, sub); err != nil {
 			return nil, nil, fmt.Errorf("connect %s (%d) -> %s (%d): %w", e.From.Name, index+1, to.Name(), k+1, err)

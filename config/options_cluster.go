@@ -85,8 +85,9 @@ var clusterOptionTable = []Option{
 		Key:     "security.cluster.token",
 		Kind:    KindString,
 		Default: "",
-		Description: "Shared secret every task manager presents to the job manager and to the other task managers (never sent in clear " +
-			"on the data plane). Required when a process binds beyond loopback without security.ssl.internal.enabled.",
+		Description: "Shared secret of a cluster's processes: the job manager and the task managers prove to each other that they hold it " +
+			"(HMAC challenge-response; it is never sent). Default: $WEIR_CLUSTER_TOKEN, which, unlike a --set flag, other users of the " +
+			"machine cannot read from the process list. Required when a process binds beyond loopback without security.ssl.internal.enabled.",
 	},
 	{
 		Key:         "security.ssl.internal.enabled",

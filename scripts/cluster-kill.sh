@@ -15,6 +15,10 @@
 # e.g. s3://bucket/prefix?endpoint=...; default a local directory),
 # EXTRA (more flags, e.g. --incremental), SEED (seeds the kill times and
 # victims; logged, so a failing run can be repeated).
+#
+# The cluster has a token (security.cluster.token): the task managers must
+# prove it to register, and `weir cluster local` must hand it to them
+# outside their command lines (checked with the process list).
 set -euo pipefail
 
 seed=${SEED:-$(od -An -N2 -tu2 /dev/urandom | tr -d ' ')}
@@ -47,6 +51,7 @@ fi
 chk=${CHK_DIR:-$work/chk}
 # shellcheck disable=SC2206
 extra=(${EXTRA:-})
+token=$(od -An -N16 -tx1 /dev/urandom | tr -d ' \n')
 
 "$weir" cluster local counter --taskmanagers "$tms" --slots "$slots" -p "$parallelism" \
 	--records "$records" --keys "$keys" --rate "$rate" --output "$work/out" \
@@ -58,6 +63,7 @@ extra=(${EXTRA:-})
 	--set restart-strategy.fixed-delay.attempts=100 \
 	--set restart-strategy.fixed-delay.delay=200ms \
 	--set rest.port=0 \
+	--set "security.cluster.token=$token" \
 	--log-level info "${extra[@]}" >"$work/log" 2>&1 &
 jm=$!
 
@@ -77,6 +83,12 @@ for ((i = 1; i <= kills; i++)); do
 		echo "kill $i: no task manager running" >&2
 		exit 1
 	fi
+	for p in "${pids[@]}"; do
+		if tr '\0' ' ' <"/proc/$p/cmdline" 2>/dev/null | grep -q "$token"; then
+			echo "FAIL: the cluster token is on task manager $p's command line" >&2
+			exit 1
+		fi
+	done
 	victim=${pids[RANDOM % ${#pids[@]}]}
 	echo "kill $i: SIGKILL task manager pid $victim (of ${#pids[@]})"
 	kill -9 "$victim" 2>/dev/null || true

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"os"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -71,8 +72,16 @@ func shippedConfig(cfg *config.Config) []string {
 	return sets
 }
 
+// ClusterTokenEnv is the environment variable that holds the cluster
+// token when security.cluster.token is not set: unlike a --set flag, it
+// is not visible to other users of the machine in the process list.
+const ClusterTokenEnv = "WEIR_CLUSTER_TOKEN"
+
 func securityOf(cfg *config.Config) (cluster.Security, error) {
 	s := cluster.Security{Token: cfg.String("security.cluster.token")}
+	if s.Token == "" {
+		s.Token = os.Getenv(ClusterTokenEnv)
+	}
 	if cfg.Bool("security.ssl.internal.enabled") {
 		s.CertFile, s.KeyFile, s.CAFile = cfg.String("security.ssl.internal.cert-file"), cfg.String("security.ssl.internal.key-file"), cfg.String("security.ssl.internal.ca-file")
 		if s.CertFile == "" || s.KeyFile == "" || s.CAFile == "" {
@@ -248,8 +257,9 @@ and exchanges data with the other task managers over TCP (taskmanager.host,
 taskmanager.data.port). The job's code is this binary's: every process of a
 cluster must run the same binary. A lost job manager cancels the running
 subtasks; the task manager then registers again. Ctrl-C stops it.`,
-		Example: `  weir taskmanager --set jobmanager.rpc.address=10.0.0.5 --set taskmanager.numberOfTaskSlots=4 --set security.cluster.token=$TOKEN`,
-		Args:    noArgs,
+		Example: `  ` + ClusterTokenEnv + `=$(cat cluster-token) weir taskmanager --set jobmanager.rpc.address=10.0.0.5 \
+      --set taskmanager.numberOfTaskSlots=4 --set taskmanager.host=10.0.0.6`,
+		Args: noArgs,
 		RunE: func(c *cobra.Command, _ []string) error {
 			logger, err := newLogger(a.stderr, a.logFormat, a.logLevel, slog.LevelDebug)
 			if err != nil {

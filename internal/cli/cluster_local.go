@@ -76,9 +76,6 @@ func (l *localCluster) start(ctx context.Context, a *app, jmAddr string, sec clu
 	args := []string{"taskmanager", "--log-format", a.logFormat, "--log-level", a.logLevel,
 		"--set", "jobmanager.rpc.address=" + host, "--set", "jobmanager.rpc.port=" + port,
 		"--set", "taskmanager.numberOfTaskSlots=" + strconv.Itoa(slots), "--set", "taskmanager.host=127.0.0.1"}
-	if sec.Token != "" {
-		args = append(args, "--set", "security.cluster.token="+sec.Token)
-	}
 	if sec.TLSEnabled() {
 		args = append(args, "--set", "security.ssl.internal.enabled=true", "--set", "security.ssl.internal.cert-file="+sec.CertFile,
 			"--set", "security.ssl.internal.key-file="+sec.KeyFile, "--set", "security.ssl.internal.ca-file="+sec.CAFile)
@@ -91,6 +88,9 @@ func (l *localCluster) start(ctx context.Context, a *app, jmAddr string, sec clu
 			defer wg.Done()
 			for n := 0; sctx.Err() == nil; n++ {
 				cmd := exec.Command(exe, args...)
+				// The token goes in the environment, not in the
+				// arguments every user of the machine can list.
+				cmd.Env = append(os.Environ(), ClusterTokenEnv+"="+sec.Token)
 				cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 				cmd.Stdout = a.stdout
 				pr, pw := io.Pipe()

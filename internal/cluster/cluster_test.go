@@ -201,14 +201,22 @@ func testSurvivesLostTaskManager(t *testing.T, tcp bool) {
 }
 
 // A task manager with another cluster token or another binary is refused
-// at registration, with the reason.
+// at registration, with the reason; a task manager refuses a job manager
+// that cannot prove it holds the token.
 func TestClusterRefusesRegistration(t *testing.T) {
 	dir := t.TempDir()
 	c := newTestCluster(t, counterSpec(dir, 10, 1), cluster.Security{Token: "s3cret"})
 	_, ended := c.startTM(1, func(cfg *cluster.TaskManagerConfig) { cfg.Security.Token = "wrong" })
 	err := <-ended
-	if !errors.Is(err, cluster.ErrRefused) || !strings.Contains(err.Error(), "cluster token does not match") {
+	if !errors.Is(err, cluster.ErrRefused) || !strings.Contains(err.Error(), "does not hold this task manager's cluster token") {
 		t.Fatalf("wrong token: %v", err)
+	}
+	// A task manager with a token does not register with a job manager
+	// that has none (it may be an impostor).
+	open := newTestCluster(t, counterSpec(dir, 10, 1), cluster.Security{})
+	_, ended = open.startTM(1, func(cfg *cluster.TaskManagerConfig) { cfg.Security.Token = "s3cret" })
+	if err := <-ended; !errors.Is(err, cluster.ErrRefused) || !strings.Contains(err.Error(), "security.cluster.token") {
+		t.Fatalf("job manager without a token: %v", err)
 	}
 	_, ended = c.startTM(1, func(cfg *cluster.TaskManagerConfig) { cfg.Security.Token = "s3cret"; cfg.Binary = "0123456789abcdef" })
 	err = <-ended

@@ -2,8 +2,8 @@ package cluster
 
 import (
 	"context"
+	"crypto/hmac"
 	"crypto/rand"
-	"crypto/subtle"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -190,13 +190,34 @@ func (jm *JobManager) TaskManagers() (tms, slots int) {
 
 // session serves one task manager's stream.
 func (jm *JobManager) session(stream grpc.ServerStream) error {
+	// The handshake: hello (the task manager's nonce), challenge (ours
+	// and our proof of the token), register (its proof).
+	var hello toJM
+	if err := stream.RecvMsg(&hello); err != nil {
+		return err
+	}
+	if hello.Hello == nil || len(hello.Hello.Nonce) != nonceSize {
+		return status.Error(codes.InvalidArgument, "a session must open with a hello carrying a nonce: is the peer a weir task manager of the same version?")
+	}
+	nonce := newNonce()
+	if err := stream.SendMsg(&toTM{Challenge: &challengeMsg{Nonce: nonce,
+		Proof: proofOf(jm.cfg.Security.Token, roleJobManager, hello.Hello.Nonce, nonce)}}); err != nil {
+		return err
+	}
 	var first toJM
 	if err := stream.RecvMsg(&first); err != nil {
+		// A task manager that found our proof wrong hangs up here.
+		jm.log.Debug("a task manager hung up before registering", "err", err)
 		return err
 	}
 	reg := first.Register
 	if reg == nil {
-		return status.Error(codes.InvalidArgument, "the first message of a session must register the task manager")
+		return status.Error(codes.InvalidArgument, "the second message of a session must register the task manager")
+	}
+	if !hmac.Equal(reg.Proof, proofOf(jm.cfg.Security.Token, roleTaskManager, nonce, hello.Hello.Nonce)) {
+		err := status.Error(codes.PermissionDenied, "the task manager does not hold the job manager's cluster token: set the same security.cluster.token on every process")
+		jm.log.Warn("task manager refused", "name", reg.Name, "data", reg.DataAddr, "err", err)
+		return err
 	}
 	if err := jm.admit(reg); err != nil {
 		jm.log.Warn("task manager refused", "name", reg.Name, "data", reg.DataAddr, "err", err)
@@ -257,11 +278,8 @@ func (jm *JobManager) session(stream grpc.ServerStream) error {
 	return status.Error(codes.Unavailable, cause.Error())
 }
 
-// admit checks a registration's token and binary.
+// admit checks a registration (whose proof of the token was checked).
 func (jm *JobManager) admit(reg *registerMsg) error {
-	if want := jm.cfg.Security.Token; want != "" && subtle.ConstantTimeCompare([]byte(want), []byte(reg.Token)) != 1 {
-		return status.Error(codes.PermissionDenied, "the cluster token does not match the job manager's: set the same security.cluster.token on every process")
-	}
 	if reg.Binary != BinaryHash() {
 		return status.Errorf(codes.FailedPrecondition, "the task manager runs another binary (%s) than the job manager (%s): every process of a cluster must run the same job binary", reg.Binary, BinaryHash())
 	}

@@ -17,6 +17,7 @@ type JobSpec struct {
 // toJM is a message from a task manager to the job manager; exactly one
 // field is set.
 type toJM struct {
+	Hello        *helloMsg     `json:"hello,omitempty"`
 	Register     *registerMsg  `json:"register,omitempty"`
 	Heartbeat    bool          `json:"heartbeat,omitempty"`
 	Deployed     *deployedMsg  `json:"deployed,omitempty"`
@@ -29,6 +30,7 @@ type toJM struct {
 // toTM is a message from the job manager to a task manager; exactly one
 // field is set.
 type toTM struct {
+	Challenge  *challengeMsg  `json:"challenge,omitempty"`
 	Registered *registeredMsg `json:"registered,omitempty"`
 	Heartbeat  bool           `json:"heartbeat,omitempty"`
 	Deploy     *deployMsg     `json:"deploy,omitempty"`
@@ -41,6 +43,19 @@ type toTM struct {
 	Release *attemptMsg `json:"release,omitempty"`
 }
 
+// helloMsg opens a session: the task manager's nonce, which the job
+// manager's proof covers.
+type helloMsg struct {
+	Nonce []byte `json:"nonce"`
+}
+
+// challengeMsg answers a hello: the job manager's nonce and its proof of
+// the cluster token (proofOf(token, roleJobManager, tm nonce, jm nonce)).
+type challengeMsg struct {
+	Nonce []byte `json:"nonce"`
+	Proof []byte `json:"proof"`
+}
+
 type registerMsg struct {
 	// Name is the task manager's name for logs (host:pid by default).
 	Name     string `json:"name"`
@@ -49,7 +64,10 @@ type registerMsg struct {
 	// Binary identifies the executable (BinaryHash): every process of a
 	// cluster must run the same job code.
 	Binary string `json:"binary"`
-	Token  string `json:"token,omitempty"`
+	// Proof is the task manager's proof of the cluster token,
+	// proofOf(token, roleTaskManager, jm nonce, tm nonce): the token
+	// itself never crosses the wire.
+	Proof []byte `json:"proof"`
 }
 
 type registeredMsg struct {

@@ -2,6 +2,8 @@ package cluster
 
 import (
 	"context"
+	"crypto/hmac"
+	"crypto/rand"
 	"crypto/sha256"
 	"crypto/tls"
 	"crypto/x509"
@@ -54,8 +56,36 @@ type Security struct {
 	// every process's certificate; all three or none.
 	CertFile, KeyFile, CAFile string
 	// Token is the shared secret every registration and data connection
-	// presents; with TLS it is checked too when set.
+	// proves to hold (an HMAC over both ends' nonces: the token never
+	// crosses the wire, and each end learns the other holds it); with TLS
+	// it is checked too when set.
 	Token string
+}
+
+// Roles of the registration proofs: a proof of one role is never valid
+// as the other's.
+const (
+	roleJobManager  = "weir cluster job manager"
+	roleTaskManager = "weir cluster task manager"
+)
+
+// proofOf is role's proof of holding token for a session whose nonces
+// are first (the verifier's) and second (the prover's): HMAC-SHA256.
+func proofOf(token, role string, first, second []byte) []byte {
+	m := hmac.New(sha256.New, []byte(token))
+	m.Write([]byte(role))
+	m.Write(first)
+	m.Write(second)
+	return m.Sum(nil)
+}
+
+// nonceSize is the length of a session's nonces.
+const nonceSize = 16
+
+func newNonce() []byte {
+	b := make([]byte, nonceSize)
+	_, _ = rand.Read(b) // crypto/rand.Read never fails
+	return b
 }
 
 // TLSEnabled reports whether TLS is configured.

@@ -2,6 +2,7 @@ package cluster
 
 import (
 	"context"
+	"crypto/hmac"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -162,6 +163,19 @@ func (tm *TaskManager) Run(ctx context.Context) error {
 	}
 }
 
+// registrationError is the error of a registration the job manager
+// answered with err: ErrRefused for a refusal, with the job manager's
+// reason.
+func (tm *TaskManager) registrationError(addr string, err error) error {
+	if s, ok := status.FromError(err); ok {
+		switch s.Code() {
+		case codes.PermissionDenied, codes.FailedPrecondition, codes.InvalidArgument, codes.Unauthenticated:
+			return fmt.Errorf("%w: %s", ErrRefused, s.Message())
+		}
+	}
+	return fmt.Errorf("register with the job manager at %s: %w", addr, err)
+}
+
 func (tm *TaskManager) session(ctx context.Context) error {
 	tm.attempts.Add(1)
 	addr := tm.cfg.JobManager
@@ -178,19 +192,29 @@ func (tm *TaskManager) session(ctx context.Context) error {
 		return err
 	}
 	defer cc.Close()
+	// The handshake (JobManager.session): both ends prove they hold the
+	// cluster token without sending it.
+	nonce := newNonce()
+	if err := st.SendMsg(&toJM{Hello: &helloMsg{Nonce: nonce}}); err != nil {
+		return fmt.Errorf("register with the job manager at %s: %w", addr, err)
+	}
+	var ch toTM
+	if err := st.RecvMsg(&ch); err != nil {
+		return tm.registrationError(addr, err)
+	}
+	if ch.Challenge == nil || len(ch.Challenge.Nonce) != nonceSize {
+		return fmt.Errorf("the job manager at %s answered the hello with something else", addr)
+	}
+	if !hmac.Equal(ch.Challenge.Proof, proofOf(tm.cfg.Security.Token, roleJobManager, nonce, ch.Challenge.Nonce)) {
+		return fmt.Errorf("%w: the job manager at %s does not hold this task manager's cluster token: set the same security.cluster.token on every process", ErrRefused, addr)
+	}
 	if err := st.SendMsg(&toJM{Register: &registerMsg{Name: tm.cfg.Name, Slots: tm.cfg.Slots, DataAddr: tm.data.Addr(),
-		Binary: tm.cfg.Binary, Token: tm.cfg.Security.Token}}); err != nil {
+		Binary: tm.cfg.Binary, Proof: proofOf(tm.cfg.Security.Token, roleTaskManager, ch.Challenge.Nonce, nonce)}}); err != nil {
 		return fmt.Errorf("register with the job manager at %s: %w", addr, err)
 	}
 	var first toTM
 	if err := st.RecvMsg(&first); err != nil {
-		if s, ok := status.FromError(err); ok {
-			switch s.Code() {
-			case codes.PermissionDenied, codes.FailedPrecondition, codes.InvalidArgument, codes.Unauthenticated:
-				return fmt.Errorf("%w: %s", ErrRefused, s.Message())
-			}
-		}
-		return fmt.Errorf("register with the job manager at %s: %w", addr, err)
+		return tm.registrationError(addr, err)
 	}
 	if first.Registered == nil {
 		return fmt.Errorf("the job manager at %s answered the registration with something else", addr)

@@ -228,11 +228,16 @@ func TestClusterRefusesRegistration(t *testing.T) {
 	}
 }
 
-func waitFor(t *testing.T, d time.Duration, what string, cond func() bool) {
+// waitFor fails the test unless cond holds within d; detail, if given,
+// says what was seen last.
+func waitFor(t *testing.T, d time.Duration, what string, cond func() bool, detail ...func() string) {
 	t.Helper()
 	deadline := time.Now().Add(d)
 	for !cond() {
 		if time.Now().After(deadline) {
+			if len(detail) > 0 {
+				t.Fatalf("%s did not happen within %s (last seen: %s)", what, d, detail[0]())
+			}
 			t.Fatalf("%s did not happen within %s", what, d)
 		}
 		time.Sleep(10 * time.Millisecond)

@@ -1,9 +1,11 @@
 package cluster
 
 import (
+	"cmp"
 	"context"
 	"crypto/rand"
 	"fmt"
+	"slices"
 	"sync"
 
 	"github.com/weirstream/weir/internal/checkpoint"
@@ -32,6 +34,7 @@ type remoteDeployment struct {
 	sourcesLeft  map[string]bool
 	sourcesEnded chan struct{}
 	counts       map[string]countsMsg
+	mirror       *metricsMirror // nil: the job manager has no metrics registry
 	// stopCtx unregisters the cancellation of the deployment when the
 	// Deploy context ends.
 	stopCtx func() bool
@@ -98,6 +101,7 @@ func (d *remoteDeployment) receive(c *tmConn, m toJM) {
 		d.mu.Lock()
 		d.counts[c.id] = *m.Counts
 		d.mu.Unlock()
+		d.mirror.update(m.Counts.Groups)
 	case m.Ended != nil && m.Ended.Attempt == d.attempt:
 		var err error
 		if m.Ended.Err != "" {
@@ -190,6 +194,7 @@ func (d *remoteDeployment) Run() error {
 	if d.stopCtx != nil {
 		d.stopCtx()
 	}
+	d.mirror.close()
 	store, local := d.restoreBytes()
 	d.jm.mu.Lock()
 	if d.jm.current == d {
@@ -222,7 +227,21 @@ func (d *remoteDeployment) Cancel(cause error) {
 func (d *remoteDeployment) Tasks() []task.TaskInfo        { return d.tasks }
 func (d *remoteDeployment) Acks() <-chan task.Ack         { return d.acks }
 func (d *remoteDeployment) SourcesEnded() <-chan struct{} { return d.sourcesEnded }
-func (d *remoteDeployment) Metrics() []task.TaskMetrics   { return nil }
+
+// Metrics returns the subtasks' metrics the parts last sent, by vertex and
+// subtask.
+func (d *remoteDeployment) Metrics() []task.TaskMetrics {
+	d.mu.Lock()
+	var out []task.TaskMetrics
+	for _, c := range d.counts {
+		out = append(out, c.Tasks...)
+	}
+	d.mu.Unlock()
+	slices.SortFunc(out, func(a, b task.TaskMetrics) int {
+		return cmp.Or(cmp.Compare(a.Vertex, b.Vertex), cmp.Compare(a.Subtask, b.Subtask))
+	})
+	return out
+}
 
 func (d *remoteDeployment) RecordCounts() (in, out int64) {
 	d.mu.Lock()

@@ -428,6 +428,7 @@ func (jm *JobManager) Deploy(ctx context.Context, jg *graph.JobGraph, opts task.
 	jm.deployed++
 	attempt := jm.attempt
 	d := newRemoteDeployment(jm, attempt, jg, slots)
+	d.mirror = newMetricsMirror(opts.Metrics)
 	jm.current = d
 	jm.mu.Unlock()
 	d.stopCtx = context.AfterFunc(ctx, func() { d.Cancel(context.Cause(ctx)) })

@@ -133,6 +133,10 @@ type countsMsg struct {
 	// part's restores read from checkpoint storage and from local copies.
 	RestoreStore int64 `json:"restoreStore,omitempty"`
 	RestoreLocal int64 `json:"restoreLocal,omitempty"`
+	// Tasks and Groups are the metrics of the part's subtasks
+	// (metrics.go).
+	Tasks  []task.TaskMetrics `json:"tasks,omitempty"`
+	Groups []metricGroup      `json:"groups,omitempty"`
 }
 
 type partEndedMsg struct {

@@ -11,6 +11,7 @@ import (
 	"github.com/weirstream/weir/internal/checkpoint/metadata"
 	"github.com/weirstream/weir/internal/checkpoint/storage"
 	"github.com/weirstream/weir/internal/graph"
+	"github.com/weirstream/weir/internal/metrics"
 	"github.com/weirstream/weir/internal/network"
 	"github.com/weirstream/weir/internal/task"
 )
@@ -44,6 +45,11 @@ func (p *part) RunPart(ctx context.Context, jg *graph.JobGraph, opts task.Option
 	if err := p.fill(ctx, &opts); err != nil {
 		return err
 	}
+	if opts.Metrics == nil {
+		// The part's own registry: its groups go to the job manager
+		// with its counts.
+		opts.Metrics = metrics.NewRegistry()
+	}
 	local := func(_, subtask int) bool { return subtask < len(m.Slots) && m.Slots[subtask] == m.Self }
 	opts.Placement = &task.Placement{Local: local, Remote: &remote{dp: p.tm.data, attempt: m.Attempt, jg: jg, slots: m.Slots}}
 	job, err := task.Deploy(ctx, jg, opts)
@@ -74,7 +80,7 @@ func (p *part) RunPart(ctx context.Context, jg *graph.JobGraph, opts task.Option
 				ended = nil
 				p.send(toJM{SourcesEnded: &attemptMsg{Attempt: m.Attempt}})
 			case <-tick.C:
-				p.send(toJM{Counts: counts(m.Attempt, job)})
+				p.send(toJM{Counts: counts(m.Attempt, job, opts.Metrics)})
 			case <-stop:
 				return
 			}
@@ -94,7 +100,7 @@ func (p *part) RunPart(ctx context.Context, jg *graph.JobGraph, opts task.Option
 		}
 		break
 	}
-	p.send(toJM{Counts: counts(m.Attempt, job)})
+	p.send(toJM{Counts: counts(m.Attempt, job, nil)}) // the groups are gone
 	if err == nil {
 		// The job finished: nothing will restore from this task
 		// manager's local copies of its checkpoints.
@@ -103,10 +109,11 @@ func (p *part) RunPart(ctx context.Context, jg *graph.JobGraph, opts task.Option
 	return err
 }
 
-func counts(attempt uint64, job *task.Job) *countsMsg {
+func counts(attempt uint64, job *task.Job, reg *metrics.Registry) *countsMsg {
 	in, out := job.RecordCounts()
 	store, local := job.RestoreBytes()
-	return &countsMsg{Attempt: attempt, In: in, Out: out, RestoreStore: store, RestoreLocal: local}
+	return &countsMsg{Attempt: attempt, In: in, Out: out, RestoreStore: store, RestoreLocal: local,
+		Tasks: finiteTaskMetrics(job.Metrics()), Groups: snapshotGroups(reg)}
 }
 
 // fill sets the task options the job manager's runner chose for this

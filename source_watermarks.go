@@ -156,9 +156,9 @@ type splitWatermarks[T any] struct {
 	ctx      watermarkContext
 	tr       *task.Tracker
 	interval time.Duration // AutoWatermarkInterval
-	ws   WatermarkStrategy[T]
-	out  Collector[T]
-	main splitOutput[T] // records of no split
+	ws       WatermarkStrategy[T]
+	out      Collector[T]
+	main     splitOutput[T] // records of no split
 	// splits are the outputs of the splits not released, by id.
 	splits map[string]*splitOutput[T]
 	// emitted is the last watermark emitted.

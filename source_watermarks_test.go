@@ -23,7 +23,7 @@ type fakeWatermarkContext struct {
 	wms    []int64
 }
 
-func (f *fakeWatermarkContext) Now() time.Time                 { return f.now }
+func (f *fakeWatermarkContext) Now() time.Time                   { return f.now }
 func (f *fakeWatermarkContext) Schedule(time.Time, func() error) {}
 func (f *fakeWatermarkContext) EmitWatermark(wm int64) error {
 	if n := len(f.wms); n > 0 && wm <= f.wms[n-1] {

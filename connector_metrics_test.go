@@ -395,7 +395,9 @@ func (l *orderLog) get() []string {
 	return append([]string(nil), l.lines...)
 }
 
-func (s txnSink) CreateWriter(SinkContext) (SinkWriter[int64], error) { return &txnWriter{log: s.log}, nil }
+func (s txnSink) CreateWriter(SinkContext) (SinkWriter[int64], error) {
+	return &txnWriter{log: s.log}, nil
+}
 func (s txnSink) Commit(_ SinkContext, txn []byte) error {
 	s.log.add("commit %s", txn)
 	return nil

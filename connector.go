@@ -81,6 +81,18 @@ type CheckpointedReader interface {
 	SnapshotSplits() ([][]byte, error)
 }
 
+// CheckpointIDReader is implemented by checkpointed readers that need to
+// know which checkpoint a snapshot belongs to, to act on it when that
+// checkpoint completes (CheckpointListener): the source calls
+// SnapshotSplitsFor with the checkpoint's id instead of SnapshotSplits
+// (Flink's SourceReader.snapshotState(checkpointId)). With overlapping
+// checkpoints (execution.checkpointing.max-concurrent-checkpoints > 1) a
+// reader may have snapshotted for several checkpoints when one completes.
+type CheckpointIDReader interface {
+	CheckpointedReader
+	SnapshotSplitsFor(checkpointID int64) ([][]byte, error)
+}
+
 // CheckpointListener is implemented by source readers (and sink writers)
 // that act when a checkpoint completes: the Kafka source commits its
 // offsets to the consumer group then. NotifyCheckpointComplete runs on the

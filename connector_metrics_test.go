@@ -26,9 +26,10 @@ import (
 // the operator's own metrics (refused), records its context's checkpoint
 // interval and the checkpoints it is told of.
 type offsetSource struct {
-	release  chan struct{}
-	interval chan time.Duration
-	notified *notifications
+	release     chan struct{}
+	interval    chan time.Duration
+	notified    *notifications
+	snapshotted *notifications // the ids SnapshotSplitsFor was called with
 }
 
 type notifications struct {
@@ -82,6 +83,20 @@ func (r *offsetReader) ReadBatch(out Collector[int64]) (ReadStatus, error) {
 	default:
 		return NothingAvailable, nil
 	}
+}
+
+// SnapshotSplitsFor implements CheckpointIDReader.
+func (r *offsetReader) SnapshotSplitsFor(id int64) ([][]byte, error) {
+	if r.s.snapshotted != nil {
+		r.s.snapshotted.add(id)
+	}
+	return r.SnapshotSplits()
+}
+
+// SnapshotSplits implements CheckpointedReader; the source calls
+// SnapshotSplitsFor instead.
+func (r *offsetReader) SnapshotSplits() ([][]byte, error) {
+	return [][]byte{fmt.Appendf(nil, "%d", r.offset.Load())}, nil
 }
 
 func (r *offsetReader) NotifyCheckpointComplete(id int64) error {
@@ -301,10 +316,10 @@ func TestConnectorMetricsInREST(t *testing.T) {
 func TestConnectorCheckpointListener(t *testing.T) {
 	release := make(chan struct{})
 	interval := make(chan time.Duration, 1)
-	srcN, sinkN := &notifications{}, &notifications{}
+	srcN, sinkN, snaps := &notifications{}, &notifications{}, &notifications{}
 	env := quietEnv(Options{Parallelism: 1, StateDir: t.TempDir(),
 		Checkpoint: CheckpointOptions{Interval: time.Hour, Dir: t.TempDir()}})
-	SinkTo(FromSource(env, offsetSource{release: release, interval: interval, notified: srcN}), sendSink{notified: sinkN})
+	SinkTo(FromSource(env, offsetSource{release: release, interval: interval, notified: srcN, snapshotted: snaps}), sendSink{notified: sinkN})
 	done := make(chan error, 1)
 	go func() { done <- env.Execute(context.Background(), "connector-listener") }()
 	var got time.Duration
@@ -331,6 +346,11 @@ func TestConnectorCheckpointListener(t *testing.T) {
 		}
 		return nil
 	})
+	// The reader learned the checkpoint's id when it snapshotted
+	// (CheckpointIDReader), so it can tell what the notification is about.
+	if s := snaps.get(); len(s) == 0 || s[len(s)-1] != id {
+		t.Errorf("SnapshotSplitsFor called with %v, want the notified checkpoint %d last", s, id)
+	}
 	close(release)
 	if err := <-done; err != nil && !errors.Is(err, context.Canceled) {
 		t.Fatal(err)

@@ -143,7 +143,13 @@ const sourceSplitsState = "source-splits"
 // resumes from.
 func (s *sourceOp[T]) SnapshotState(id int64, opts checkpoint.Options) (task.OperatorSnapshot, error) {
 	if cr, ok := s.reader.(CheckpointedReader); ok {
-		splits, err := cr.SnapshotSplits()
+		var splits [][]byte
+		var err error
+		if ir, ok := cr.(CheckpointIDReader); ok {
+			splits, err = ir.SnapshotSplitsFor(id)
+		} else {
+			splits, err = cr.SnapshotSplits()
+		}
 		if err != nil {
 			return task.OperatorSnapshot{}, fmt.Errorf("snapshot source splits: %w", err)
 		}

@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
+	"os"
 	"slices"
 	"strconv"
 	"strings"
@@ -427,7 +429,10 @@ func TestFetchErrorsAreRetried(t *testing.T) {
 func TestPartitionDiscovery(t *testing.T) {
 	_, seeds := cluster(t)
 	kafkatest.CreateTopic(t, seeds, "disc", 2)
-	src := NewSource(SourceOptions{Client: Client{Brokers: seeds}, TopicPattern: "di.c", PartitionDiscoveryInterval: 30 * time.Millisecond}, valueString)
+	// A metadata age of 50ms lets the client find the new partitions'
+	// leaders at once (the default waits 5s between refreshes).
+	fast := Client{Brokers: seeds, Opts: []kgo.Opt{kgo.MetadataMinAge(50 * time.Millisecond)}}
+	src := NewSource(SourceOptions{Client: fast, TopicPattern: "di.c", PartitionDiscoveryInterval: 30 * time.Millisecond}, valueString)
 	stores := []*memKnown{{}, {}}
 	readers := []*reader[string]{
 		open(t, src, weir.SourceContext{Subtask: 0, Parallelism: 2}, stores[0]),
@@ -521,4 +526,11 @@ func TestPartitionDiscovery(t *testing.T) {
 	if total != 4 {
 		t.Fatalf("%d partitions held after the restore, want 4", total)
 	}
+}
+
+func quietLogger() *slog.Logger {
+	if testing.Verbose() {
+		return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
+	}
+	return slog.New(slog.DiscardHandler)
 }

@@ -32,8 +32,8 @@ func TestJobExactlyOnceThroughAFailure(t *testing.T) {
 	var completed atomic.Int64
 	var failed atomic.Bool
 	opts := weir.Options{Parallelism: 2, StateDir: filepath.Join(dir, "state"), Logger: quietLogger(),
-		Checkpoint: weir.CheckpointOptions{Interval: 10 * time.Millisecond, Dir: filepath.Join(dir, "chk")},
-		Restart:    weir.RestartOptions{Type: "fixed-delay", FixedDelayAttempts: 3, FixedDelay: time.Millisecond},
+		Checkpoint:           weir.CheckpointOptions{Interval: 10 * time.Millisecond, Dir: filepath.Join(dir, "chk")},
+		Restart:              weir.RestartOptions{Type: "fixed-delay", FixedDelayAttempts: 3, FixedDelay: time.Millisecond},
 		OnCheckpointComplete: func(weir.CompletedCheckpoint) { completed.Add(1) }}
 	env := weir.NewEnvironment(opts)
 	src := NewSource(SourceOptions{Client: Client{Brokers: seeds}, Topics: []string{"job"}, Bounded: true, GroupID: "job-group"}, valueString)

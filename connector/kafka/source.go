@@ -29,6 +29,10 @@ const DefaultPartitionDiscoveryInterval = 5 * time.Minute
 
 // SourceOptions configure a Kafka source.
 type SourceOptions struct {
+	// Client reaches the brokers. The source's fetches wait at most 500ms
+	// for data (fetch.max.wait.ms, as the Java consumer) unless Opts set
+	// kgo.FetchMaxWait; isolation, control records and offsets are the
+	// source's own.
 	Client
 	// Topics to read; exactly one of Topics and TopicPattern is set.
 	Topics []string

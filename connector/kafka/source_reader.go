@@ -122,8 +122,13 @@ func newReader[T any](src *Source[T], sctx weir.SourceContext, store knownStore)
 	if !r.committed {
 		iso = kgo.ReadUncommitted()
 	}
-	cl, err := kgo.NewClient(o.Client.opts(kgo.FetchIsolationLevel(iso), kgo.KeepControlRecords(),
-		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))...)
+	// fetch.max.wait.ms as the Java consumer Flink uses has it (500ms;
+	// franz-go waits 5s), before Client.Opts so that they can change it:
+	// a partition added while a fetch waits is fetched after it.
+	copts := append([]kgo.Opt{kgo.FetchMaxWait(500 * time.Millisecond)},
+		o.Client.opts(kgo.FetchIsolationLevel(iso), kgo.KeepControlRecords(),
+			kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))...)
+	cl, err := kgo.NewClient(copts...)
 	if err != nil {
 		return nil, fmt.Errorf("kafka source: client: %w", err)
 	}
@@ -261,6 +266,9 @@ func (r *reader[T]) listPartitions(ctx context.Context, strict bool) ([]tp, erro
 			continue
 		}
 		if td.Err != nil {
+			if strict && errors.Is(td.Err, kerr.UnknownTopicOrPartition) {
+				return nil, fmt.Errorf("kafka source: topic %q does not exist: create it or fix Topics (%w)", name, td.Err)
+			}
 			if strict {
 				return nil, fmt.Errorf("kafka source: topic %q: %w", name, td.Err)
 			}

@@ -19,6 +19,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 	"github.com/weirstream/weir"
 	"github.com/weirstream/weir/internal/kafkatest"
+	"go.uber.org/goleak"
 )
 
 func TestJavaStringHashCode(t *testing.T) {
@@ -433,6 +434,7 @@ func TestPartitionDiscovery(t *testing.T) {
 	// leaders at once (the default waits 5s between refreshes).
 	fast := Client{Brokers: seeds, Opts: []kgo.Opt{kgo.MetadataMinAge(50 * time.Millisecond)}}
 	src := NewSource(SourceOptions{Client: fast, TopicPattern: "di.c", PartitionDiscoveryInterval: 30 * time.Millisecond}, valueString)
+	start := time.Now()
 	stores := []*memKnown{{}, {}}
 	readers := []*reader[string]{
 		open(t, src, weir.SourceContext{Subtask: 0, Parallelism: 2}, stores[0]),
@@ -470,6 +472,7 @@ func TestPartitionDiscovery(t *testing.T) {
 			t.Fatalf("subtask %d holds no partition", i)
 		}
 	}
+	t.Logf("read all at %v", time.Since(start))
 	got := sorted(append(outs[0].got, outs[1].got...))
 	if fmt.Sprint(got) != fmt.Sprint(sorted(want([]int32{0, 1, 2, 3}, 0, 10))) {
 		t.Fatalf("read %v", got)
@@ -509,6 +512,7 @@ func TestPartitionDiscovery(t *testing.T) {
 		}
 		r.ReadBatch(&collect[string]{})
 	}
+	t.Logf("rounds done at %v", time.Since(start))
 	total := 0
 	for i, r := range restored {
 		total += len(r.splits)
@@ -534,3 +538,60 @@ func quietLogger() *slog.Logger {
 	}
 	return slog.New(slog.DiscardHandler)
 }
+
+func TestOffsetsCommittedOnCheckpointComplete(t *testing.T) {
+	_, seeds := cluster(t)
+	kafkatest.CreateTopic(t, seeds, "c", 2)
+	produce(t, seeds, "c", []int32{0, 1}, 0, 30, time.Now())
+	src := NewSource(SourceOptions{Client: Client{Brokers: seeds}, Topics: []string{"c"}, GroupID: "mon", PartitionDiscoveryInterval: -1}, valueString)
+	r := open(t, src, weir.SourceContext{Parallelism: 1}, nil)
+	out := &collect[string]{}
+	drain(t, r, out, func() bool { return len(out.got) == 60 })
+	if _, err := r.SnapshotSplits(); err != nil {
+		t.Fatal(err)
+	}
+	if err := r.NotifyCheckpointComplete(1); err != nil {
+		t.Fatal(err)
+	}
+	adm := kadm.NewClient(kafkatest.Client(t, seeds))
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		resp, err := adm.FetchOffsets(context.Background(), "mon")
+		if err == nil && resp.Error() == nil {
+			o0, _ := resp.Lookup("c", 0)
+			o1, _ := resp.Lookup("c", 1)
+			if o0.At == 30 && o1.At == 30 {
+				break
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("group offsets never reached 30/30: %v %v", resp, err)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	// A new source starting from the committed offsets reads what comes
+	// after them only.
+	produce(t, seeds, "c", []int32{0, 1}, 30, 2, time.Now())
+	src2 := NewSource(SourceOptions{Client: Client{Brokers: seeds}, Topics: []string{"c"}, GroupID: "mon",
+		StartingOffsets: Committed(Earliest()), Bounded: true}, valueString)
+	r2 := open(t, src2, weir.SourceContext{Parallelism: 1}, nil)
+	out2 := &collect[string]{}
+	drain(t, r2, out2, func() bool { return false })
+	if fmt.Sprint(sorted(out2.got)) != fmt.Sprint(sorted(want([]int32{0, 1}, 30, 2))) {
+		t.Fatalf("read %v after the committed offsets", out2.got)
+	}
+}
+
+func TestMissingTopicFailsClearly(t *testing.T) {
+	_, seeds := cluster(t)
+	src := NewSource(SourceOptions{Client: Client{Brokers: seeds}, Topics: []string{"nope"}}, valueString)
+	_, err := src.CreateReader(weir.SourceContext{Parallelism: 1})
+	if err == nil || !strings.Contains(err.Error(), `topic "nope"`) {
+		t.Fatalf("error %v, want one naming the missing topic", err)
+	}
+	t.Log(err)
+}
+
+// TestMain checks that readers join their goroutines and close their
+// clients.
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }

@@ -76,6 +76,15 @@ type reader[T any] struct {
 
 	pending []map[tp]int64 // offsets of snapshots not yet committed, newest last
 
+	// Per-split outputs of a weir.SplitCollector (FromSourceWithWatermarks),
+	// created when a split is assigned, released when it finishes.
+	outs map[tp]weir.SplitOutput[T]
+
+	metrics *weir.MetricGroup
+	pm      map[tp]*partMetrics // the subtask's goroutine only
+	pmMu    sync.Mutex
+	pmList  []*partMetrics // read by the lag gauge
+
 	ctx    context.Context
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
@@ -87,6 +96,7 @@ var (
 	_ weir.SourceReader[int]  = (*reader[int])(nil)
 	_ weir.CheckpointedReader = (*reader[int])(nil)
 	_ weir.ReadyNotifier      = (*reader[int])(nil)
+	_ weir.CheckpointListener = (*reader[int])(nil)
 )
 
 // newReader opens the reader of a subtask; store replaces the operator
@@ -114,7 +124,8 @@ func newReader[T any](src *Source[T], sctx weir.SourceContext, store knownStore)
 	r := &reader[T]{src: src, opts: o, log: log, subtask: sctx.Subtask, parallel: sctx.Parallelism,
 		committed: o.IsolationLevel == ReadCommitted, splits: map[tp]*split{}, known: map[tp]bool{},
 		knownState: store, fetches: make(chan kgo.Fetches, 1), discovered: make(chan []split, 1),
-		ready: make(chan struct{}, 1)}
+		ready: make(chan struct{}, 1), outs: map[tp]weir.SplitOutput[T]{}, metrics: sctx.Metrics, pm: map[tp]*partMetrics{}}
+	r.metrics.Gauge("records-lag-max", r.lagMax)
 	if o.TopicPattern != "" {
 		r.pattern = regexp.MustCompile("^(?:" + o.TopicPattern + ")$") // validated
 	}
@@ -217,6 +228,42 @@ func (r *reader[T]) add(sp split) {
 	if !s.finished() {
 		r.unfinished++
 	}
+	if _, ok := r.pm[sp.tp]; !ok {
+		m := &partMetrics{}
+		m.current.Store(sp.next - 1)
+		m.committed.Store(-1)
+		m.hw.Store(-1)
+		g := r.metrics.Group("topic", sp.topic).Group("partition", strconv.Itoa(int(sp.partition)))
+		g.Gauge("currentOffset", func() float64 { return float64(m.current.Load()) })
+		g.Gauge("committedOffset", func() float64 { return float64(m.committed.Load()) })
+		r.pm[sp.tp] = m
+		r.pmMu.Lock()
+		r.pmList = append(r.pmList, m)
+		r.pmMu.Unlock()
+	}
+}
+
+// partMetrics are a partition's metrics (Flink's KafkaSourceReaderMetrics):
+// the offset of the last record emitted, the last offset committed to the
+// group, and the partition's end as the last fetch saw it.
+type partMetrics struct {
+	current, committed, hw atomic.Int64
+}
+
+// lagMax is records-lag-max: the largest distance, over the partitions
+// held, between a partition's end (last stable offset with read_committed
+// isolation, else high watermark) as last fetched and the next offset to
+// emit; 0 before any fetch.
+func (r *reader[T]) lagMax() float64 {
+	r.pmMu.Lock()
+	defer r.pmMu.Unlock()
+	var lag int64
+	for _, m := range r.pmList {
+		if hw := m.hw.Load(); hw >= 0 {
+			lag = max(lag, hw-(m.current.Load()+1))
+		}
+	}
+	return float64(lag)
 }
 
 // openSplits returns the splits still to read.
@@ -424,6 +471,15 @@ func (r *reader[T]) nextFetch() (bool, error) {
 	r.cur, r.pos = r.cur[:0], 0
 	fs.EachPartition(func(p kgo.FetchTopicPartition) {
 		r.cur = append(r.cur, p.Records...)
+		if m := r.pm[tp{p.Topic, p.Partition}]; m != nil {
+			end := p.HighWatermark
+			if r.committed && p.LastStableOffset >= 0 {
+				end = p.LastStableOffset
+			}
+			if end >= 0 {
+				m.hw.Store(end)
+			}
+		}
 	})
 	return true, nil
 }
@@ -431,8 +487,21 @@ func (r *reader[T]) nextFetch() (bool, error) {
 // ReadBatch emits the records fetched so far, up to batchSize, advancing
 // each split's offset past every record emitted (and every control
 // record), so that SnapshotSplits between batches is exact.
+//
+// With a weir.SplitCollector (FromSourceWithWatermarks), every partition
+// has its own output from its assignment on (an empty partition holds the
+// watermark back, as in Flink), records carry their Kafka timestamps, and
+// a finished partition (bounded) is released.
 func (r *reader[T]) ReadBatch(out weir.Collector[T]) (weir.ReadStatus, error) {
 	r.takeDiscovered()
+	sc, _ := out.(weir.SplitCollector[T])
+	if sc != nil {
+		for p, sp := range r.splits {
+			if _, ok := r.outs[p]; !ok && !sp.finished() {
+				r.outs[p] = sc.Split(splitID(p))
+			}
+		}
+	}
 	emitted := 0
 	for emitted < batchSize && !(r.opts.Bounded && r.unfinished == 0) {
 		if r.pos >= len(r.cur) {
@@ -452,7 +521,7 @@ func (r *reader[T]) ReadBatch(out weir.Collector[T]) (weir.ReadStatus, error) {
 			continue
 		}
 		if sp.stop != noStop && rec.Offset >= sp.stop {
-			r.finish(sp)
+			r.finish(sp, sc)
 			r.pos++
 			continue
 		}
@@ -462,13 +531,18 @@ func (r *reader[T]) ReadBatch(out weir.Collector[T]) (weir.ReadStatus, error) {
 				return weir.NothingAvailable, fmt.Errorf("kafka source: deserialize the record of topic %q partition %d at offset %d: %w",
 					rec.Topic, rec.Partition, rec.Offset, err)
 			}
-			out.Collect(v)
+			if o := r.outs[sp.tp]; sc != nil && o != nil {
+				o.CollectWithTimestamp(v, rec.Timestamp.UnixMilli())
+			} else {
+				out.Collect(v)
+			}
+			r.pm[sp.tp].current.Store(rec.Offset)
 			emitted++
 		}
 		sp.next = rec.Offset + 1
 		r.pos++
 		if sp.finished() {
-			r.finish(sp)
+			r.finish(sp, sc)
 		}
 	}
 	if r.opts.Bounded && r.unfinished == 0 {
@@ -481,11 +555,19 @@ func (r *reader[T]) ReadBatch(out weir.Collector[T]) (weir.ReadStatus, error) {
 }
 
 // finish ends split sp of a bounded source.
-func (r *reader[T]) finish(sp *split) {
+func (r *reader[T]) finish(sp *split, sc weir.SplitCollector[T]) {
 	sp.next = max(sp.next, sp.stop)
 	r.unfinished--
 	r.cl.RemoveConsumePartitions(map[string][]int32{sp.topic: {sp.partition}})
+	if sc != nil {
+		sc.ReleaseSplit(splitID(sp.tp))
+		delete(r.outs, sp.tp)
+	}
 }
+
+// splitID names a partition's split as Flink's KafkaPartitionSplit does:
+// topic-partition.
+func splitID(p tp) string { return p.topic + "-" + strconv.Itoa(int(p.partition)) }
 
 func toRecord(r *kgo.Record) *Record {
 	out := &Record{Topic: r.Topic, Partition: r.Partition, Offset: r.Offset, Key: r.Key, Value: r.Value, Timestamp: r.Timestamp}
@@ -551,8 +633,10 @@ func (r *reader[T]) NotifyCheckpointComplete(id int64) error {
 	offs := r.pending[len(r.pending)-1]
 	r.pending = r.pending[:0]
 	os := make(kadm.Offsets)
+	ms := make(map[tp]*partMetrics, len(offs))
 	for p, off := range offs {
 		os.AddOffset(p.topic, p.partition, off, -1)
+		ms[p] = r.pm[p]
 	}
 	r.wg.Add(1)
 	go func() {
@@ -562,6 +646,13 @@ func (r *reader[T]) NotifyCheckpointComplete(id int64) error {
 		resp, err := r.adm.CommitOffsets(ctx, r.opts.GroupID, os)
 		if err == nil {
 			err = resp.Error()
+		}
+		if err == nil {
+			for p, off := range offs {
+				if m := ms[p]; m != nil {
+					m.committed.Store(off)
+				}
+			}
 		}
 		if err != nil && r.ctx.Err() == nil {
 			r.log.Warn("kafka source: committing offsets to the consumer group failed (only monitoring sees it)",

@@ -39,7 +39,9 @@ type splitOut struct {
 	id string
 }
 
-func (o splitOut) Collect(v string) { o.c.t.Errorf("record %q of split %s without its timestamp", v, o.id) }
+func (o splitOut) Collect(v string) {
+	o.c.t.Errorf("record %q of split %s without its timestamp", v, o.id)
+}
 func (o splitOut) CollectWithTimestamp(v string, ts int64) {
 	o.c.got[o.id] = append(o.c.got[o.id], v)
 	o.c.ts[v] = ts

@@ -7,10 +7,12 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/weirstream/weir"
 	"github.com/weirstream/weir/internal/kafkatest"
 	"github.com/weirstream/weir/sink"
@@ -91,3 +93,76 @@ func TestJobExactlyOnceThroughAFailure(t *testing.T) {
 	}
 	t.Logf("%d checkpoints completed", completed.Load())
 }
+
+// gather is a sink collecting what its writers write.
+type gather struct {
+	mu  sync.Mutex
+	got []string
+}
+
+func (g *gather) CreateWriter(weir.SinkContext) (weir.SinkWriter[string], error) {
+	return gatherWriter{g}, nil
+}
+
+type gatherWriter struct{ g *gather }
+
+func (w gatherWriter) Write(v string) error {
+	w.g.mu.Lock()
+	w.g.got = append(w.g.got, v)
+	w.g.mu.Unlock()
+	return nil
+}
+func (w gatherWriter) Flush() error { return nil }
+func (w gatherWriter) Close() error { return nil }
+
+// With FromSourceWithWatermarks and a strategy without a timestamp
+// function, records carry their Kafka timestamps (per partition
+// watermarks): event-time windows downstream fire with the right counts
+// and the final watermark ends them.
+func TestJobEventTimeWindowsOnKafkaTimestamps(t *testing.T) {
+	_, seeds := cluster(t)
+	kafkatest.CreateTopic(t, seeds, "ev", 3)
+	base := time.UnixMilli(0)
+	// 20 records per partition, 5 s apart: four per 20 s window.
+	var recs []*kgo.Record
+	for p := int32(0); p < 3; p++ {
+		for i := range 20 {
+			recs = append(recs, &kgo.Record{Topic: "ev", Partition: p, Key: []byte{byte('a' + p)}, Value: fmt.Appendf(nil, "%c", 'a'+p),
+				Timestamp: base.Add(time.Duration(i) * 5 * time.Second)})
+		}
+	}
+	kafkatest.Produce(t, seeds, recs...)
+	env := weir.NewEnvironment(weir.Options{Parallelism: 2, Logger: quietLogger()})
+	src := NewSource(SourceOptions{Client: Client{Brokers: seeds}, Topics: []string{"ev"}, Bounded: true}, valueString)
+	s := weir.FromSourceWithWatermarks(env, src, weir.MonotonousTimestamps[string](nil))
+	w := weir.Window(weir.KeyBy(s, func(v string) string { return v }), weir.TumblingEventTimeWindows(20*time.Second))
+	counts := weir.AggregateWindows(w, countAgg{}, nil, func(k string, win weir.TimeWindow, n int64) string {
+		return fmt.Sprintf("%s[%d]=%d", k, win.Start/1000, n)
+	})
+	out := &gather{}
+	weir.SinkTo(counts, out)
+	late := &gather{}
+	weir.SinkTo(weir.LateData(w), late)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	if err := env.Execute(ctx, "kafka-windows"); err != nil {
+		t.Fatal(err)
+	}
+	var want []string
+	for _, k := range []string{"a", "b", "c"} {
+		for start := 0; start < 100; start += 20 {
+			want = append(want, fmt.Sprintf("%s[%d]=4", k, start))
+		}
+	}
+	if got := sorted(out.got); fmt.Sprint(got) != fmt.Sprint(want) || len(late.got) != 0 {
+		t.Fatalf("windows %v, want %v; late %v", got, want, late.got)
+	}
+}
+
+// countAgg counts records.
+type countAgg struct{}
+
+func (countAgg) CreateAccumulator() int64      { return 0 }
+func (countAgg) Add(_ string, acc int64) int64 { return acc + 1 }
+func (countAgg) GetResult(acc int64) int64     { return acc }
+func (countAgg) Merge(a, b int64) int64        { return a + b }

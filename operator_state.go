@@ -1,6 +1,7 @@
 package weir
 
 import (
+	"errors"
 	"fmt"
 
 	"github.com/weirstream/weir/codec"
@@ -17,6 +18,11 @@ import (
 //
 // Process functions (through their *Context or *KeyedContext), source
 // readers (SourceContext) and sink writers (SinkContext) can hold it.
+
+// ErrNoOperatorState is returned when operator state is asked of a
+// context that a running job did not make (a SourceContext built by hand
+// in a test, say).
+var ErrNoOperatorState = errors.New("no operator state: the context was not made by a running job")
 
 // OperatorStateContext is a context that has operator state.
 type OperatorStateContext interface {
@@ -41,6 +47,9 @@ func GetUnionListOperatorState[T any](ctx OperatorStateContext, d ListStateDescr
 func getOperatorList[T any](ctx OperatorStateContext, d ListStateDescriptor[T], union bool) (*OperatorListState[T], error) {
 	if d.TTL.Enabled() {
 		return nil, fmt.Errorf("operator state %q: operator state has no TTL", d.Name)
+	}
+	if ctx.operatorState() == nil {
+		return nil, fmt.Errorf("operator state %q: %w", d.Name, ErrNoOperatorState)
 	}
 	c, err := codecOrBuiltin(d.Codec, "operator state", d.Name, "element")
 	if err != nil {

@@ -1,0 +1,23 @@
+package kafka
+
+import "time"
+
+// Record is a consumed Kafka record handed to the source's deserializer.
+// The deserializer may keep its byte slices: each record has its own.
+type Record struct {
+	Topic     string
+	Partition int32
+	Offset    int64
+	Key       []byte
+	Value     []byte
+	Headers   []Header
+	// Timestamp is the record's timestamp (create or log-append time, as
+	// the topic says).
+	Timestamp time.Time
+}
+
+// Header is a record header.
+type Header struct {
+	Key   string
+	Value []byte
+}

@@ -1,0 +1,597 @@
+package kafka
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kfake"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
+	"github.com/weirstream/weir"
+	"github.com/weirstream/weir/internal/kafkatest"
+	"go.uber.org/goleak"
+)
+
+func TestJavaStringHashCode(t *testing.T) {
+	// Java's "x".hashCode() values (computed by hand and by the JDK's
+	// definition: s[0]*31^(n-1) + ... + s[n-1] over UTF-16 code units).
+	for s, want := range map[string]int32{
+		"": 0, "a": 97, "topic": 110546223, "Kafka": 72255238, "hello": 99162322,
+		"é": 233, "😀": 1772899, // a surrogate pair: 0xD83D*31 + 0xDE00
+		"orders-events-2026": 71483982,
+	} {
+		if got := javaStringHashCode(s); got != want {
+			t.Errorf("javaStringHashCode(%q) = %d, want %d", s, got, want)
+		}
+	}
+}
+
+func TestOwnerMatchesFlink(t *testing.T) {
+	// Flink's KafkaSourceEnumerator.getSplitOwner, step by step.
+	flink := func(topic string, partition int32, n int) int {
+		start := int((javaStringHashCode(topic)*31)&0x7FFFFFFF) % n
+		return (start + int(partition)) % n
+	}
+	for _, topic := range []string{"topic", "Kafka", "a", "orders-events-2026"} {
+		for n := 1; n <= 7; n++ {
+			for p := int32(0); p < 20; p++ {
+				if got, want := owner(topic, p, n), flink(topic, p, n); got != want {
+					t.Fatalf("owner(%q, %d, %d) = %d, want %d", topic, p, n, got, want)
+				}
+			}
+		}
+	}
+	// "topic": (110546223*31) & 0x7FFFFFFF = 3426932913 & 0x7FFFFFFF = 1279449265; % 4 = 1.
+	if got := owner("topic", 0, 4); got != 1 {
+		t.Fatalf("owner(topic, 0, 4) = %d, want 1", got)
+	}
+}
+
+func TestSplitEncoding(t *testing.T) {
+	sp := split{tp: tp{"orders", 7}, next: 42, stop: noStop}
+	got, err := decodeSplit(sp.encode())
+	if err != nil || got != sp {
+		t.Fatalf("round trip: %+v, %v; want %+v", got, err, sp)
+	}
+	b := sp.encode()
+	b[0] = 9
+	if _, err := decodeSplit(b); err == nil || !strings.Contains(err.Error(), "version 9") {
+		t.Fatalf("unknown version: %v", err)
+	}
+	if _, err := decodeSplit(sp.encode()[:10]); err == nil {
+		t.Fatal("a truncated split state decoded")
+	}
+}
+
+func TestBadOptions(t *testing.T) {
+	ok := SourceOptions{Client: Client{Brokers: []string{"127.0.0.1:9092"}}, Topics: []string{"t"}}
+	yes := true
+	for _, c := range []struct {
+		name string
+		edit func(*SourceOptions)
+		want string
+	}{
+		{"no topics", func(o *SourceOptions) { o.Topics = nil }, "no topics"},
+		{"both", func(o *SourceOptions) { o.TopicPattern = "t.*" }, "both Topics and TopicPattern"},
+		{"bad regexp", func(o *SourceOptions) { o.Topics, o.TopicPattern = nil, "t(" }, "not a valid regexp"},
+		{"committed without group", func(o *SourceOptions) { o.StartingOffsets = Committed(Earliest()) }, "set GroupID"},
+		{"bad reset", func(o *SourceOptions) { o.StartingOffsets = Committed(Timestamp(time.Now())); o.GroupID = "g" }, "must be Earliest() or Latest()"},
+		{"commit without group", func(o *SourceOptions) { o.CommitOffsetsOnCheckpoint = &yes }, "set GroupID"},
+		{"no brokers", func(o *SourceOptions) { o.Brokers = nil }, "no brokers"},
+	} {
+		o := ok
+		c.edit(&o)
+		err := NewSource(o, valueString).Validate()
+		if err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%s: %v, want an error saying %q", c.name, err, c.want)
+		}
+		if _, err := NewSource(o, valueString).CreateReader(weir.SourceContext{Parallelism: 1}); err == nil {
+			t.Errorf("%s: CreateReader accepted the options", c.name)
+		}
+	}
+	if err := NewSource(ok, valueString).Validate(); err != nil {
+		t.Fatalf("good options: %v", err)
+	}
+	// Every problem at once.
+	err := NewSource(SourceOptions{}, valueString).Validate()
+	if err == nil || !strings.Contains(err.Error(), "no brokers") || !strings.Contains(err.Error(), "no topics") {
+		t.Fatalf("empty options: %v", err)
+	}
+}
+
+func valueString(r *Record) (string, error) { return string(r.Value), nil }
+
+// cluster starts kfake brokers and returns their addresses.
+func cluster(t *testing.T, opts ...kfake.Opt) (*kfake.Cluster, []string) {
+	c := kafkatest.Start(t, opts...)
+	return c, c.ListenAddrs()
+}
+
+// produce writes n records "p<partition>-<i>" to each partition of topic
+// from index from, with timestamps base+i seconds.
+func produce(t *testing.T, seeds []string, topic string, parts []int32, from, n int, base time.Time) {
+	t.Helper()
+	var recs []*kgo.Record
+	for _, p := range parts {
+		for i := from; i < from+n; i++ {
+			recs = append(recs, &kgo.Record{Topic: topic, Partition: p, Value: fmt.Appendf(nil, "p%d-%d", p, i),
+				Timestamp: base.Add(time.Duration(i) * time.Second)})
+		}
+	}
+	kafkatest.Produce(t, seeds, recs...)
+}
+
+// want lists the values produce writes.
+func want(parts []int32, from, n int) []string {
+	var out []string
+	for _, p := range parts {
+		for i := from; i < from+n; i++ {
+			out = append(out, fmt.Sprintf("p%d-%d", p, i))
+		}
+	}
+	return out
+}
+
+type collect[T any] struct{ got []T }
+
+func (c *collect[T]) Collect(v T) { c.got = append(c.got, v) }
+
+// open opens a reader or fails the test; it is closed at the end.
+func open[T any](t *testing.T, s *Source[T], ctx weir.SourceContext, store knownStore) *reader[T] {
+	t.Helper()
+	if err := s.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	r, err := newReader(s, ctx, store)
+	if err != nil {
+		t.Fatalf("reader %d/%d: %v", ctx.Subtask, ctx.Parallelism, err)
+	}
+	t.Cleanup(func() { r.Close() })
+	return r
+}
+
+// drain reads r until done says so (or it ends), waiting on Ready; it
+// fails the test after 20 s.
+func drain[T any](t *testing.T, r *reader[T], out *collect[T], done func() bool) weir.ReadStatus {
+	t.Helper()
+	deadline := time.NewTimer(20 * time.Second)
+	defer deadline.Stop()
+	for !done() {
+		st, err := r.ReadBatch(out)
+		if err != nil {
+			t.Fatalf("read: %v", err)
+		}
+		switch st {
+		case weir.EndOfInput:
+			return st
+		case weir.NothingAvailable:
+			select {
+			case <-r.Ready():
+			case <-time.After(50 * time.Millisecond): // discovery happens off the Ready path too
+			case <-deadline.C:
+				t.Fatalf("read %d records, scenario not reached in 20s", len(out.got))
+			}
+		}
+	}
+	return weir.MoreAvailable
+}
+
+func snapshot[T any](t *testing.T, r *reader[T]) []split {
+	t.Helper()
+	bs, err := r.SnapshotSplits()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []split
+	for _, b := range bs {
+		sp, err := decodeSplit(b)
+		if err != nil {
+			t.Fatal(err)
+		}
+		out = append(out, sp)
+	}
+	return out
+}
+
+func sorted(v []string) []string { v = slices.Clone(v); slices.Sort(v); return v }
+
+func TestStartingOffsets(t *testing.T) {
+	_, seeds := cluster(t)
+	kafkatest.CreateTopic(t, seeds, "so", 2)
+	base := time.UnixMilli(1_700_000_000_000)
+	produce(t, seeds, "so", []int32{0, 1}, 0, 10, base)
+	adm := kadm.NewClient(kafkatest.Client(t, seeds))
+	os := make(kadm.Offsets)
+	os.AddOffset("so", 0, 3, -1)
+	if r, err := adm.CommitOffsets(context.Background(), "g", os); err != nil || r.Error() != nil {
+		t.Fatalf("commit: %v %v", err, r.Error())
+	}
+	for _, c := range []struct {
+		init  OffsetsInitializer
+		group string
+		want  map[int32]int64
+	}{
+		{Earliest(), "", map[int32]int64{0: 0, 1: 0}},
+		{OffsetsInitializer{}, "", map[int32]int64{0: 0, 1: 0}},
+		{Latest(), "", map[int32]int64{0: 10, 1: 10}},
+		{Committed(Earliest()), "g", map[int32]int64{0: 3, 1: 0}},
+		{Committed(Latest()), "g", map[int32]int64{0: 3, 1: 10}},
+		{Timestamp(base.Add(6 * time.Second)), "", map[int32]int64{0: 6, 1: 6}},
+		{Timestamp(base.Add(time.Hour)), "", map[int32]int64{0: 10, 1: 10}},
+		{Offsets(map[string]map[int32]int64{"so": {1: 7}}, Latest()), "", map[int32]int64{0: 10, 1: 7}},
+	} {
+		s := NewSource(SourceOptions{Client: Client{Brokers: seeds}, Topics: []string{"so"}, GroupID: c.group,
+			StartingOffsets: c.init, PartitionDiscoveryInterval: -1}, valueString)
+		r := open(t, s, weir.SourceContext{Parallelism: 1}, nil)
+		got := map[int32]int64{}
+		for _, sp := range snapshot(t, r) {
+			got[sp.partition] = sp.next
+		}
+		if fmt.Sprint(got) != fmt.Sprint(c.want) {
+			t.Errorf("%s: starting offsets %v, want %v", c.init, got, c.want)
+		}
+		// Reading from them gives the records from there on.
+		var wantVals []string
+		for p, off := range c.want {
+			wantVals = append(wantVals, want([]int32{p}, int(off), 10-int(off))...)
+		}
+		out := &collect[string]{}
+		drain(t, r, out, func() bool { return len(out.got) >= len(wantVals) })
+		if fmt.Sprint(sorted(out.got)) != fmt.Sprint(sorted(wantVals)) {
+			t.Errorf("%s: read %v, want %v", c.init, sorted(out.got), sorted(wantVals))
+		}
+		r.Close()
+	}
+}
+
+func TestBoundedReadsWhatIsThereAtStart(t *testing.T) {
+	_, seeds := cluster(t)
+	kafkatest.CreateTopic(t, seeds, "b", 3)
+	produce(t, seeds, "b", []int32{0, 1, 2}, 0, 20, time.Now())
+	// A committed and an aborted transaction on partition 1: the source
+	// reads the first, skips the second, and still finds the end of the
+	// partition behind their markers.
+	txn := kafkatest.Client(t, seeds, kgo.TransactionalID("tx"), kgo.RecordPartitioner(kgo.ManualPartitioner()))
+	ctx := context.Background()
+	for _, commit := range []bool{true, false} {
+		if err := txn.BeginTransaction(); err != nil {
+			t.Fatal(err)
+		}
+		v := "txn-aborted"
+		if commit {
+			v = "txn-committed"
+		}
+		if err := txn.ProduceSync(ctx, &kgo.Record{Topic: "b", Partition: 1, Value: []byte(v)}).FirstErr(); err != nil {
+			t.Fatal(err)
+		}
+		if err := txn.EndTransaction(ctx, kgo.TransactionEndTry(commit)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	src := NewSource(SourceOptions{Client: Client{Brokers: seeds}, Topics: []string{"b"}, Bounded: true}, valueString)
+	var got []string
+	var readers []*reader[string]
+	for i := range 2 {
+		readers = append(readers, open(t, src, weir.SourceContext{Subtask: i, Parallelism: 2}, nil))
+	}
+	// Records produced after the start are not read.
+	produce(t, seeds, "b", []int32{0, 1, 2}, 20, 5, time.Now())
+	for _, r := range readers {
+		out := &collect[string]{}
+		if st := drain(t, r, out, func() bool { return false }); st != weir.EndOfInput {
+			t.Fatalf("bounded reader did not end: %v", st)
+		}
+		got = append(got, out.got...)
+		if sps := snapshot(t, r); len(sps) != 0 {
+			t.Fatalf("finished reader snapshots splits %v", sps)
+		}
+	}
+	w := append(want([]int32{0, 1, 2}, 0, 20), "txn-committed")
+	if fmt.Sprint(sorted(got)) != fmt.Sprint(sorted(w)) {
+		t.Fatalf("bounded read %d records %v, want %d %v", len(got), sorted(got), len(w), sorted(w))
+	}
+	// A reader without partitions ends at once.
+	r := open(t, src, weir.SourceContext{Subtask: 3, Parallelism: 4}, nil)
+	if len(r.splits) == 0 {
+		st, err := r.ReadBatch(&collect[string]{})
+		if err != nil || st != weir.EndOfInput {
+			t.Fatalf("reader without splits: %v %v", st, err)
+		}
+	}
+}
+
+// unionState simulates weir's union list state across a restore: every
+// new subtask gets every element the old ones stored.
+func unionState(stores []*memKnown) []*memKnown {
+	var all []string
+	for _, s := range stores {
+		all = append(all, s.v...)
+	}
+	return []*memKnown{{v: all}}
+}
+
+func TestSnapshotRestoreAtAnotherParallelism(t *testing.T) {
+	_, seeds := cluster(t)
+	kafkatest.CreateTopic(t, seeds, "r", 4)
+	const n = 1500
+	produce(t, seeds, "r", []int32{0, 1, 2, 3}, 0, n, time.Now())
+	src := NewSource(SourceOptions{Client: Client{Brokers: seeds}, Topics: []string{"r"}, PartitionDiscoveryInterval: -1}, valueString)
+
+	// Run 1 at parallelism 2: one batch each (mid-topic), snapshot, stop.
+	var first []string
+	var splits [][]byte
+	var stores []*memKnown
+	for i := range 2 {
+		st := &memKnown{}
+		r := open(t, src, weir.SourceContext{Subtask: i, Parallelism: 2}, st)
+		out := &collect[string]{}
+		drain(t, r, out, func() bool { return len(out.got) > 0 })
+		first = append(first, out.got...)
+		bs, err := r.SnapshotSplits()
+		if err != nil {
+			t.Fatal(err)
+		}
+		splits = append(splits, bs...)
+		stores = append(stores, st)
+		r.Close()
+	}
+	if len(first) >= 4*n || len(splits) != 4 {
+		t.Fatalf("run 1 read %d of %d records, %d splits: want a mid-topic snapshot of 4 splits", len(first), 4*n, len(splits))
+	}
+	// Run 2 at parallelism 3, splits dealt round robin as weir does.
+	union := unionState(stores)[0]
+	var second []string
+	for i := range 3 {
+		var mine [][]byte
+		for k := i; k < len(splits); k += 3 {
+			mine = append(mine, splits[k])
+		}
+		r := open(t, src, weir.SourceContext{Subtask: i, Parallelism: 3, RestoredSplits: append([][]byte{}, mine...)}, &memKnown{v: union.v})
+		out := &collect[string]{}
+		wantN := 0
+		for _, sp := range snapshot(t, r) {
+			wantN += n - int(sp.next)
+		}
+		drain(t, r, out, func() bool { return len(out.got) >= wantN })
+		second = append(second, out.got...)
+	}
+	all := append(first, second...)
+	if fmt.Sprint(sorted(all)) != fmt.Sprint(sorted(want([]int32{0, 1, 2, 3}, 0, n))) {
+		t.Fatalf("runs read %d records (%d + %d), want each of %d exactly once", len(all), len(first), len(second), 4*n)
+	}
+}
+
+func TestDeserializerErrorNamesTheRecord(t *testing.T) {
+	_, seeds := cluster(t)
+	kafkatest.CreateTopic(t, seeds, "d", 1)
+	produce(t, seeds, "d", []int32{0}, 0, 5, time.Now())
+	src := NewSource(SourceOptions{Client: Client{Brokers: seeds}, Topics: []string{"d"}, Bounded: true},
+		func(r *Record) (int, error) {
+			if string(r.Value) == "p0-3" {
+				return 0, errors.New("not a number")
+			}
+			return strconv.Atoi(strings.TrimPrefix(string(r.Value), "p0-"))
+		})
+	r := open(t, src, weir.SourceContext{Parallelism: 1}, nil)
+	out := &collect[int]{}
+	deadline := time.Now().Add(20 * time.Second)
+	var err error
+	for err == nil && time.Now().Before(deadline) {
+		var st weir.ReadStatus
+		st, err = r.ReadBatch(out)
+		if st == weir.NothingAvailable && err == nil {
+			select {
+			case <-r.Ready():
+			case <-time.After(time.Second):
+			}
+		}
+	}
+	if err == nil || !strings.Contains(err.Error(), `topic "d" partition 0 at offset 3`) || !strings.Contains(err.Error(), "not a number") {
+		t.Fatalf("error %v, want one naming topic d partition 0 offset 3", err)
+	}
+	if fmt.Sprint(out.got) != "[0 1 2]" {
+		t.Fatalf("emitted %v before the bad record, want [0 1 2]", out.got)
+	}
+	if sps := snapshot(t, r); len(sps) != 1 || sps[0].next != 3 {
+		t.Fatalf("snapshot after the error %v: want the bad record (offset 3) still to read", sps)
+	}
+}
+
+func TestFetchErrorsAreRetried(t *testing.T) {
+	c, seeds := cluster(t)
+	kafkatest.CreateTopic(t, seeds, "f", 2)
+	produce(t, seeds, "f", []int32{0, 1}, 0, 300, time.Now())
+	h := c.Fault(kfake.Fault{Keys: []kmsg.Key{kmsg.Fetch}, Topic: "f", Err: kerr.NotLeaderForPartition, Count: 4})
+	defer h.Remove()
+	src := NewSource(SourceOptions{Client: Client{Brokers: seeds}, Topics: []string{"f"}, Bounded: true}, valueString)
+	r := open(t, src, weir.SourceContext{Parallelism: 1}, nil)
+	out := &collect[string]{}
+	if st := drain(t, r, out, func() bool { return false }); st != weir.EndOfInput {
+		t.Fatalf("status %v", st)
+	}
+	if h.Hits() == 0 {
+		t.Fatal("the fetch fault never fired")
+	}
+	if fmt.Sprint(sorted(out.got)) != fmt.Sprint(sorted(want([]int32{0, 1}, 0, 300))) {
+		t.Fatalf("read %d records through %d fetch faults, want each of 600 once", len(out.got), h.Hits())
+	}
+}
+
+func TestPartitionDiscovery(t *testing.T) {
+	_, seeds := cluster(t)
+	kafkatest.CreateTopic(t, seeds, "disc", 2)
+	// A metadata age of 50ms lets the client find the new partitions'
+	// leaders at once (the default waits 5s between refreshes).
+	fast := Client{Brokers: seeds, Opts: []kgo.Opt{kgo.MetadataMinAge(50 * time.Millisecond)}}
+	src := NewSource(SourceOptions{Client: fast, TopicPattern: "di.c", PartitionDiscoveryInterval: 30 * time.Millisecond}, valueString)
+	start := time.Now()
+	stores := []*memKnown{{}, {}}
+	readers := []*reader[string]{
+		open(t, src, weir.SourceContext{Subtask: 0, Parallelism: 2}, stores[0]),
+		open(t, src, weir.SourceContext{Subtask: 1, Parallelism: 2}, stores[1]),
+	}
+	adm := kadm.NewClient(kafkatest.Client(t, seeds))
+	if r, err := adm.CreatePartitions(context.Background(), 2, "disc"); err != nil || r.Error() != nil {
+		t.Fatalf("create partitions: %v %v", err, r.Error())
+	}
+	produce(t, seeds, "disc", []int32{0, 1, 2, 3}, 0, 10, time.Now())
+	outs := []*collect[string]{{}, {}}
+	for len(outs[0].got)+len(outs[1].got) < 40 {
+		for i, r := range readers {
+			st, err := r.ReadBatch(outs[i])
+			if err != nil {
+				t.Fatal(err)
+			}
+			if st == weir.NothingAvailable {
+				select {
+				case <-r.Ready():
+				case <-time.After(20 * time.Millisecond):
+				}
+			}
+		}
+	}
+	for i, r := range readers {
+		for _, v := range outs[i].got {
+			var p int32
+			fmt.Sscanf(v, "p%d-", &p)
+			if o := owner("disc", p, 2); o != i {
+				t.Fatalf("subtask %d read %s of partition %d, owned by %d", i, v, p, o)
+			}
+		}
+		if len(r.splits) == 0 {
+			t.Fatalf("subtask %d holds no partition", i)
+		}
+	}
+	t.Logf("read all at %v", time.Since(start))
+	got := sorted(append(outs[0].got, outs[1].got...))
+	if fmt.Sprint(got) != fmt.Sprint(sorted(want([]int32{0, 1, 2, 3}, 0, 10))) {
+		t.Fatalf("read %v", got)
+	}
+	// Restore at parallelism 3: partitions go where the splits go, and
+	// discovery (which runs at once after a restore) takes none again.
+	var splits [][]byte
+	for _, r := range readers {
+		bs, err := r.SnapshotSplits()
+		if err != nil {
+			t.Fatal(err)
+		}
+		splits = append(splits, bs...)
+		r.Close()
+	}
+	union := unionState(stores)[0]
+	if len(splits) != 4 {
+		t.Fatalf("%d splits, want 4", len(splits))
+	}
+	var restored []*reader[string]
+	for i := range 3 {
+		var mine [][]byte
+		for k := i; k < len(splits); k += 3 {
+			mine = append(mine, splits[k])
+		}
+		restored = append(restored, open(t, src, weir.SourceContext{Subtask: i, Parallelism: 3, RestoredSplits: mine}, &memKnown{v: union.v}))
+	}
+	for _, r := range restored {
+		rounds := r.rounds.Load()
+		deadline := time.Now().Add(10 * time.Second)
+		for r.rounds.Load() < rounds+3 {
+			if time.Now().After(deadline) {
+				t.Fatal("no discovery round after the restore")
+			}
+			r.ReadBatch(&collect[string]{})
+			time.Sleep(5 * time.Millisecond)
+		}
+		r.ReadBatch(&collect[string]{})
+	}
+	t.Logf("rounds done at %v", time.Since(start))
+	total := 0
+	for i, r := range restored {
+		total += len(r.splits)
+		for k := range r.splits {
+			found := false
+			for j := i; j < len(splits); j += 3 {
+				sp, _ := decodeSplit(splits[j])
+				found = found || sp.tp == k
+			}
+			if !found {
+				t.Fatalf("subtask %d took partition %s again after the restore", i, k)
+			}
+		}
+	}
+	if total != 4 {
+		t.Fatalf("%d partitions held after the restore, want 4", total)
+	}
+}
+
+func quietLogger() *slog.Logger {
+	if testing.Verbose() {
+		return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
+	}
+	return slog.New(slog.DiscardHandler)
+}
+
+func TestOffsetsCommittedOnCheckpointComplete(t *testing.T) {
+	_, seeds := cluster(t)
+	kafkatest.CreateTopic(t, seeds, "c", 2)
+	produce(t, seeds, "c", []int32{0, 1}, 0, 30, time.Now())
+	src := NewSource(SourceOptions{Client: Client{Brokers: seeds}, Topics: []string{"c"}, GroupID: "mon", PartitionDiscoveryInterval: -1}, valueString)
+	r := open(t, src, weir.SourceContext{Parallelism: 1}, nil)
+	out := &collect[string]{}
+	drain(t, r, out, func() bool { return len(out.got) == 60 })
+	if _, err := r.SnapshotSplits(); err != nil {
+		t.Fatal(err)
+	}
+	if err := r.NotifyCheckpointComplete(1); err != nil {
+		t.Fatal(err)
+	}
+	adm := kadm.NewClient(kafkatest.Client(t, seeds))
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		resp, err := adm.FetchOffsets(context.Background(), "mon")
+		if err == nil && resp.Error() == nil {
+			o0, _ := resp.Lookup("c", 0)
+			o1, _ := resp.Lookup("c", 1)
+			if o0.At == 30 && o1.At == 30 {
+				break
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("group offsets never reached 30/30: %v %v", resp, err)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	// A new source starting from the committed offsets reads what comes
+	// after them only.
+	produce(t, seeds, "c", []int32{0, 1}, 30, 2, time.Now())
+	src2 := NewSource(SourceOptions{Client: Client{Brokers: seeds}, Topics: []string{"c"}, GroupID: "mon",
+		StartingOffsets: Committed(Earliest()), Bounded: true}, valueString)
+	r2 := open(t, src2, weir.SourceContext{Parallelism: 1}, nil)
+	out2 := &collect[string]{}
+	drain(t, r2, out2, func() bool { return false })
+	if fmt.Sprint(sorted(out2.got)) != fmt.Sprint(sorted(want([]int32{0, 1}, 30, 2))) {
+		t.Fatalf("read %v after the committed offsets", out2.got)
+	}
+}
+
+func TestMissingTopicFailsClearly(t *testing.T) {
+	_, seeds := cluster(t)
+	src := NewSource(SourceOptions{Client: Client{Brokers: seeds}, Topics: []string{"nope"}}, valueString)
+	_, err := src.CreateReader(weir.SourceContext{Parallelism: 1})
+	if err == nil || !strings.Contains(err.Error(), `topic "nope"`) {
+		t.Fatalf("error %v, want one naming the missing topic", err)
+	}
+	t.Log(err)
+}
+
+// TestMain checks that readers join their goroutines and close their
+// clients.
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }

@@ -74,7 +74,7 @@ type reader[T any] struct {
 	cur        []*kgo.Record
 	pos        int
 
-	pending []map[tp]int64 // offsets of snapshots not yet committed, newest last
+	pending []snapshotOffsets // offsets of snapshots not yet committed, oldest first
 
 	// Per-split outputs of a weir.SplitCollector (FromSourceWithWatermarks),
 	// created when a split is assigned, released when it finishes.
@@ -580,11 +580,22 @@ func toRecord(r *kgo.Record) *Record {
 	return out
 }
 
-// SnapshotSplits implements weir.CheckpointedReader: the unfinished
+// snapshotOffsets are the offsets a snapshot for checkpoint id held.
+type snapshotOffsets struct {
+	id   int64
+	offs map[tp]int64
+}
+
+// SnapshotSplits implements weir.CheckpointedReader; the source calls
+// SnapshotSplitsFor.
+func (r *reader[T]) SnapshotSplits() ([][]byte, error) { return r.SnapshotSplitsFor(0) }
+
+// SnapshotSplitsFor implements weir.CheckpointIDReader: the unfinished
 // splits, sorted by topic and partition. It also stores the partitions
 // this subtask holds in the union state of known partitions, and, when
-// offsets are committed, remembers the offsets for the commit.
-func (r *reader[T]) SnapshotSplits() ([][]byte, error) {
+// offsets are committed, remembers the offsets of checkpoint id for the
+// commit when that checkpoint completes.
+func (r *reader[T]) SnapshotSplitsFor(id int64) ([][]byte, error) {
 	held := make([]tp, 0, len(r.splits))
 	for p := range r.splits {
 		held = append(held, p)
@@ -614,24 +625,30 @@ func (r *reader[T]) SnapshotSplits() ([][]byte, error) {
 	slices.Sort(known)
 	r.knownState.Update(known)
 	if offs != nil {
-		r.pending = append(r.pending, offs)
-		if len(r.pending) > 16 { // completions were missed; the newest is enough
-			r.pending = r.pending[len(r.pending)-16:]
+		r.pending = append(r.pending, snapshotOffsets{id: id, offs: offs})
+		if len(r.pending) > 64 { // checkpoints that never completed
+			r.pending = r.pending[len(r.pending)-64:]
 		}
 	}
 	return out, nil
 }
 
-// NotifyCheckpointComplete commits the offsets of the newest snapshot to
+// NotifyCheckpointComplete commits the offsets the snapshot for checkpoint
+// id held (the newest at or before id: a notification may be missed) to
 // the consumer group (weir.CheckpointListener), in the background: a
 // failed commit is logged, never fails the job (the checkpoint, not the
-// group, is what a restore reads).
+// group, is what a restore reads). Snapshots of later checkpoints stay
+// pending: with overlapping checkpoints they may still fail.
 func (r *reader[T]) NotifyCheckpointComplete(id int64) error {
-	if len(r.pending) == 0 {
+	n := 0
+	for n < len(r.pending) && r.pending[n].id <= id {
+		n++
+	}
+	if n == 0 {
 		return nil
 	}
-	offs := r.pending[len(r.pending)-1]
-	r.pending = r.pending[:0]
+	offs := r.pending[n-1].offs
+	r.pending = append(r.pending[:0], r.pending[n:]...)
 	os := make(kadm.Offsets)
 	ms := make(map[tp]*partMetrics, len(offs))
 	for p, off := range offs {

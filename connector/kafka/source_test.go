@@ -539,6 +539,9 @@ func quietLogger() *slog.Logger {
 	return slog.New(slog.DiscardHandler)
 }
 
+// Offsets are committed to the group when a checkpoint completes: those
+// of that checkpoint's snapshot, also when a later checkpoint's snapshot
+// was taken already (overlapping checkpoints).
 func TestOffsetsCommittedOnCheckpointComplete(t *testing.T) {
 	_, seeds := cluster(t)
 	kafkatest.CreateTopic(t, seeds, "c", 2)
@@ -547,37 +550,50 @@ func TestOffsetsCommittedOnCheckpointComplete(t *testing.T) {
 	r := open(t, src, weir.SourceContext{Parallelism: 1}, nil)
 	out := &collect[string]{}
 	drain(t, r, out, func() bool { return len(out.got) == 60 })
-	if _, err := r.SnapshotSplits(); err != nil {
+	if _, err := r.SnapshotSplitsFor(7); err != nil {
 		t.Fatal(err)
 	}
-	if err := r.NotifyCheckpointComplete(1); err != nil {
+	produce(t, seeds, "c", []int32{0, 1}, 30, 10, time.Now())
+	drain(t, r, out, func() bool { return len(out.got) == 80 })
+	if _, err := r.SnapshotSplitsFor(8); err != nil {
 		t.Fatal(err)
 	}
 	adm := kadm.NewClient(kafkatest.Client(t, seeds))
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		resp, err := adm.FetchOffsets(context.Background(), "mon")
-		if err == nil && resp.Error() == nil {
-			o0, _ := resp.Lookup("c", 0)
-			o1, _ := resp.Lookup("c", 1)
-			if o0.At == 30 && o1.At == 30 {
-				break
+	awaitCommitted := func(want int64) {
+		t.Helper()
+		deadline := time.Now().Add(10 * time.Second)
+		for {
+			resp, err := adm.FetchOffsets(context.Background(), "mon")
+			if err == nil && resp.Error() == nil {
+				o0, _ := resp.Lookup("c", 0)
+				o1, _ := resp.Lookup("c", 1)
+				if o0.At == want && o1.At == want {
+					return
+				}
 			}
+			if time.Now().After(deadline) {
+				t.Fatalf("group offsets never reached %d/%d: %v %v", want, want, resp, err)
+			}
+			time.Sleep(10 * time.Millisecond)
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("group offsets never reached 30/30: %v %v", resp, err)
-		}
-		time.Sleep(10 * time.Millisecond)
 	}
+	if err := r.NotifyCheckpointComplete(7); err != nil {
+		t.Fatal(err)
+	}
+	awaitCommitted(30) // checkpoint 7's offsets, not checkpoint 8's
+	if err := r.NotifyCheckpointComplete(8); err != nil {
+		t.Fatal(err)
+	}
+	awaitCommitted(40)
 	// A new source starting from the committed offsets reads what comes
 	// after them only.
-	produce(t, seeds, "c", []int32{0, 1}, 30, 2, time.Now())
+	produce(t, seeds, "c", []int32{0, 1}, 40, 2, time.Now())
 	src2 := NewSource(SourceOptions{Client: Client{Brokers: seeds}, Topics: []string{"c"}, GroupID: "mon",
 		StartingOffsets: Committed(Earliest()), Bounded: true}, valueString)
 	r2 := open(t, src2, weir.SourceContext{Parallelism: 1}, nil)
 	out2 := &collect[string]{}
 	drain(t, r2, out2, func() bool { return false })
-	if fmt.Sprint(sorted(out2.got)) != fmt.Sprint(sorted(want([]int32{0, 1}, 30, 2))) {
+	if fmt.Sprint(sorted(out2.got)) != fmt.Sprint(sorted(want([]int32{0, 1}, 40, 2))) {
 		t.Fatalf("read %v after the committed offsets", out2.got)
 	}
 }

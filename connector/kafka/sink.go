@@ -240,9 +240,8 @@ func (s *sink[T]) CreateWriter(ctx weir.SinkContext) (weir.SinkWriter[T], error)
 	if s.serialize == nil {
 		return nil, errors.New("kafka sink: no serializer: pass NewSink a function from the record to a *kafka.Record")
 	}
-	if iv := checkpointInterval(ctx); s.opts.Delivery == ExactlyOnce && iv > 0 && s.opts.TransactionTimeout <= iv {
-		return nil, fmt.Errorf("kafka sink: TransactionTimeout (transaction.timeout.ms) %s must exceed the checkpoint interval "+
-			"(execution.checkpointing.interval) %s: every transaction stays open for at least one interval", s.opts.TransactionTimeout, iv)
+	if err := s.opts.checkInterval(checkpointInterval(ctx)); err != nil {
+		return nil, err
 	}
 	wctx, cancel := context.WithCancel(context.Background())
 	w := &writer[T]{s: s, ctx: ctx, wctx: wctx, cancel: cancel}
@@ -314,6 +313,16 @@ func (s *sink[T]) abortLingering(ctx weir.SinkContext) (int64, error) {
 			"restored", len(restored) > 0, "initialized", inited, "next", transactionalID(prefix, ctx.Subtask, next))
 	}
 	return next, nil
+}
+
+// checkInterval checks that an exactly-once sink's transactions outlive
+// the checkpoint interval iv (0: checkpointing off).
+func (o SinkOptions) checkInterval(iv time.Duration) error {
+	if o.Delivery != ExactlyOnce || iv <= 0 || o.withDefaults().TransactionTimeout > iv {
+		return nil
+	}
+	return fmt.Errorf("kafka sink: TransactionTimeout (transaction.timeout.ms) %s must exceed the checkpoint interval "+
+		"(execution.checkpointing.interval) %s: every transaction stays open for at least one interval", o.withDefaults().TransactionTimeout, iv)
 }
 
 // checkpointInterval returns the job's checkpoint interval, 0 with

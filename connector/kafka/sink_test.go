@@ -15,6 +15,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kfake"
+	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 	"github.com/weirstream/weir"
 	"github.com/weirstream/weir/internal/kafkatest"
@@ -121,7 +122,7 @@ func ongoing(t *testing.T, seeds []string, prefix string) []string {
 	}
 	var out []string
 	for _, id := range l.TransactionalIDs() {
-		if (prefix == "" || strings.HasPrefix(id, prefix+"-")) {
+		if prefix == "" || strings.HasPrefix(id, prefix+"-") {
 			out = append(out, id)
 		}
 	}
@@ -307,7 +308,7 @@ func TestLingeringOfLargerParallelismAborted(t *testing.T) {
 	expect(t, seeds, "out", "shrink-0-a", "shrink-1-a", "shrink-2-a")
 }
 
-// Faults: produce errors that franz-go retries, EndTxn answered with
+// Faults: produce errors that franz-go retries (one after the append), EndTxn answered with
 // retriable errors (CONCURRENT_TRANSACTIONS, a load in progress, a
 // timeout after the commit happened), in the commit by client and by
 // producer id: nothing lost, nothing twice. A produce error that is not
@@ -317,11 +318,18 @@ func TestExactlyOnceUnderFaults(t *testing.T) {
 	c := kafkatest.Start(t)
 	seeds := c.ListenAddrs()
 	kafkatest.CreateTopic(t, seeds, "out", 3)
-	s := eoSink(seeds, "out", "faults")
+	// Retry soon: kgo waits seconds before it refreshes metadata.
+	fast := func(o *SinkOptions) {
+		o.Opts = []kgo.Opt{kgo.MetadataMinAge(20 * time.Millisecond), kgo.RetryBackoffFn(func(int) time.Duration { return 20 * time.Millisecond })}
+	}
+	s := eoSink(seeds, "out", "faults", fast)
 	ctx := sinkCtx("r1", 0, 1)
 	w := newWriter(t, s, ctx)
 
-	produce := c.Fault(kfake.Fault{Keys: []kmsg.Key{kmsg.Produce}, Topic: "out", Err: kerr.NotLeaderForPartition, Count: 3})
+	// A timeout answered after the append (the retry is deduplicated by
+	// sequence number), and a refusal before it.
+	produce := c.Fault(kfake.Fault{Keys: []kmsg.Key{kmsg.Produce}, Topic: "out", Err: kerr.RequestTimedOut, Count: 2},
+		kfake.Fault{Keys: []kmsg.Key{kmsg.Produce}, Topic: "out", Err: kerr.NotEnoughReplicas, Count: 1})
 	write(t, w, "p1", "p2", "p3", "p4")
 	h1 := preCommit(t, w, 1)
 	if produce.Hits() != 3 {
@@ -342,7 +350,7 @@ func TestExactlyOnceUnderFaults(t *testing.T) {
 	w.Close()
 	end = c.Fault(kfake.Fault{Keys: []kmsg.Key{kmsg.EndTxn}, Err: kerr.RequestTimedOut, Count: 1},
 		kfake.Fault{Keys: []kmsg.Key{kmsg.EndTxn}, Err: kerr.ConcurrentTransactions, Count: 2})
-	other := eoSink(seeds, "out", "faults")
+	other := eoSink(seeds, "out", "faults", fast)
 	commit(t, other, sinkCtx("r2", 0, 1), h2)
 	if end.Hits() != 3 {
 		t.Fatalf("EndTxn faults hit %d times, want 3", end.Hits())
@@ -449,6 +457,17 @@ func TestBadOptions(t *testing.T) {
 		if _, err := NewSink(c.o, stringRecord).CreateWriter(sinkCtx("r", 0, 1)); err == nil {
 			t.Errorf("%+v: writer created", c.o)
 		}
+	}
+	eo := SinkOptions{Client: Client{Brokers: []string{"h:1"}}, Delivery: ExactlyOnce, TransactionalIDPrefix: "p", TransactionTimeout: time.Minute}
+	if err := eo.checkInterval(time.Minute); err == nil || !strings.Contains(err.Error(),
+		"TransactionTimeout (transaction.timeout.ms) 1m0s must exceed the checkpoint interval (execution.checkpointing.interval) 1m0s") {
+		t.Errorf("timeout = checkpoint interval: %v", err)
+	}
+	if err := eo.checkInterval(59 * time.Second); err != nil {
+		t.Errorf("timeout > checkpoint interval: %v", err)
+	}
+	if err := eo.checkInterval(0); err != nil {
+		t.Errorf("checkpointing off: %v", err)
 	}
 	if err := (SinkOptions{Client: Client{Brokers: []string{"h:1"}}}).Validate(); err != nil {
 		t.Errorf("defaults: %v", err)

@@ -94,6 +94,21 @@ type SinkOptions struct {
 	TransactionTimeout time.Duration
 }
 
+// DefaultDeliveryTimeout bounds how long a sink's client tries to
+// deliver a record (kgo.RecordDeliveryTimeout, Kafka's delivery.timeout.ms
+// and its default): a write blocked on a full buffer, or a flush at a
+// barrier, fails the task after it instead of waiting forever for brokers
+// that are gone. Client.Opts may set another.
+const DefaultDeliveryTimeout = 2 * time.Minute
+
+// clientOpts returns the franz-go options of the sink's clients, then
+// more: the sink's defaults come before Client.Opts, which may change them.
+func (o SinkOptions) clientOpts(more ...kgo.Opt) []kgo.Opt {
+	c := o.Client
+	c.Opts = append([]kgo.Opt{kgo.RecordDeliveryTimeout(DefaultDeliveryTimeout)}, c.Opts...)
+	return c.opts(more...)
+}
+
 // withDefaults returns o with its defaults filled in.
 func (o SinkOptions) withDefaults() SinkOptions {
 	if o.TransactionTimeout == 0 {
@@ -224,7 +239,7 @@ func (s *tpcSink[T]) Commit(ctx weir.SinkContext, txn []byte) error {
 			ctx.Logger.Warn("kafka sink: commit failed, retrying by producer id", "transactional.id", h.id, "error", err)
 		}
 	}
-	cl, err := kgo.NewClient(s.opts.opts()...)
+	cl, err := kgo.NewClient(s.opts.clientOpts()...)
 	if err != nil {
 		return fmt.Errorf("kafka sink: commit %s: %w", h.id, err)
 	}
@@ -246,7 +261,7 @@ func (s *sink[T]) CreateWriter(ctx weir.SinkContext) (weir.SinkWriter[T], error)
 	wctx, cancel := context.WithCancel(context.Background())
 	w := &writer[T]{s: s, ctx: ctx, wctx: wctx, cancel: cancel}
 	if s.opts.Delivery != ExactlyOnce {
-		cl, err := kgo.NewClient(s.opts.opts()...)
+		cl, err := kgo.NewClient(s.opts.clientOpts()...)
 		if err != nil {
 			cancel()
 			return nil, fmt.Errorf("kafka sink: %w", err)
@@ -270,7 +285,7 @@ func (s *sink[T]) CreateWriter(ctx weir.SinkContext) (weir.SinkWriter[T], error)
 // NewSink).
 func (s *sink[T]) abortLingering(ctx weir.SinkContext) (int64, error) {
 	restored := s.txns.takeRestored(ctx)
-	cl, err := kgo.NewClient(s.opts.opts()...)
+	cl, err := kgo.NewClient(s.opts.clientOpts()...)
 	if err != nil {
 		return 0, fmt.Errorf("kafka sink: %w", err)
 	}

@@ -116,7 +116,7 @@ func (w *writer[T]) Write(v T) error {
 // begin opens transaction w.next in a client of its own.
 func (w *writer[T]) begin() error {
 	id := transactionalID(w.s.opts.TransactionalIDPrefix, w.ctx.Subtask, w.next)
-	cl, err := kgo.NewClient(w.s.opts.opts(kgo.TransactionalID(id), kgo.TransactionTimeout(w.s.opts.TransactionTimeout))...)
+	cl, err := kgo.NewClient(w.s.opts.clientOpts(kgo.TransactionalID(id), kgo.TransactionTimeout(w.s.opts.TransactionTimeout))...)
 	if err != nil {
 		return fmt.Errorf("kafka sink: client for transaction %s: %w", id, err)
 	}

@@ -2,6 +2,7 @@ package weir
 
 import (
 	"log/slog"
+	"time"
 
 	"github.com/weirstream/weir/internal/operator"
 	"github.com/weirstream/weir/internal/task"
@@ -27,6 +28,13 @@ type SourceContext struct {
 	// (possibly from other subtasks, when the parallelism changed); nil on a
 	// fresh start, when the source decides the subtask's splits itself.
 	RestoredSplits [][]byte
+	// Metrics is the source operator's metric group for the reader's own
+	// metrics (offsets, lag); nil when the job exports no metrics, which
+	// MetricGroup's methods accept.
+	Metrics *MetricGroup
+	// CheckpointInterval is the job's periodic checkpoint interval, 0 when
+	// it takes no periodic checkpoints.
+	CheckpointInterval time.Duration
 
 	state *operator.State
 }
@@ -73,6 +81,19 @@ type CheckpointedReader interface {
 	SnapshotSplits() ([][]byte, error)
 }
 
+// CheckpointListener is implemented by source readers (and sink writers)
+// that act when a checkpoint completes: the Kafka source commits its
+// offsets to the consumer group then. NotifyCheckpointComplete runs on the
+// subtask's goroutine, between two ReadBatch (or Write) calls, for every
+// checkpoint the subtask took part in that completed. As with Flink's
+// notifyCheckpointComplete, do not rely on a notification for every
+// checkpoint: act on everything up to id. For a
+// writer of a TwoPhaseCommitSink it runs after the sink committed the
+// transactions of checkpoint id. An error fails the subtask.
+type CheckpointListener interface {
+	NotifyCheckpointComplete(id int64) error
+}
+
 // ReadyNotifier is implemented by readers that can say when data arrives
 // after they returned NothingAvailable.
 type ReadyNotifier interface {
@@ -94,6 +115,14 @@ type SinkContext struct {
 	// restart): a sink can tell its own files from those an earlier run
 	// left behind.
 	RunID string
+	// Metrics is the sink operator's metric group for the writer's own
+	// metrics (records sent, send errors); nil when the job exports no
+	// metrics, which MetricGroup's methods accept.
+	Metrics *MetricGroup
+	// CheckpointInterval is the job's periodic checkpoint interval, 0 when
+	// it takes no periodic checkpoints (a transactional sink checks its
+	// transaction timeout against it).
+	CheckpointInterval time.Duration
 
 	state *operator.State
 }

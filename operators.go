@@ -5,6 +5,7 @@ import (
 
 	"github.com/weirstream/weir/internal/checkpoint"
 	"github.com/weirstream/weir/internal/graph"
+	"github.com/weirstream/weir/internal/metrics"
 	"github.com/weirstream/weir/internal/network"
 	"github.com/weirstream/weir/internal/operator"
 	"github.com/weirstream/weir/internal/task"
@@ -36,10 +37,18 @@ func (opBase) Close() error    { return nil }
 // FromSource adds a source to the job. Its parallelism is the job default
 // unless set on the returned stream.
 func FromSource[T any](env *Environment, src Source[T]) *DataStream[T] {
+	return fromSource(env, src, newNodeImpl(func(ctx *task.OpContext, out network.Output[T]) (task.Built, error) {
+		return task.Built{Op: newSourceOp(ctx, src, out)}, nil
+	}))
+}
+
+func newSourceOp[T any](ctx *task.OpContext, src Source[T], out network.Output[T]) *sourceOp[T] {
+	return &sourceOp[T]{opBase: newOpBase(ctx), src: src, out: out, count: countingOutput[T]{out: out}}
+}
+
+// fromSource adds the source node that impl builds.
+func fromSource[T any](env *Environment, src Source[T], impl *nodeImpl[T]) *DataStream[T] {
 	n := &graph.Node{Name: "Source", Source: true}
-	impl := newNodeImpl(func(ctx *task.OpContext, out network.Output[T]) (task.Built, error) {
-		return task.Built{Op: &sourceOp[T]{opBase: newOpBase(ctx), src: src, out: out, count: countingOutput[T]{out: out}}}, nil
-	})
 	n.Impl = impl
 	env.graph.AddNode(n)
 	if named, ok := src.(interface{ Name() string }); ok {
@@ -54,6 +63,9 @@ type sourceOp[T any] struct {
 	reader SourceReader[T]
 	out    network.Output[T]
 	count  countingOutput[T]
+	// metrics is the operator's group, set by RegisterMetrics when the
+	// job exports metrics.
+	metrics *MetricGroup
 }
 
 // countingOutput counts the records a source emits (Job.RecordCounts).
@@ -70,6 +82,22 @@ func (c *countingOutput[T]) Collect(v T) {
 // RecordCount implements task.RecordCounter.
 func (s *sourceOp[T]) RecordCount() (in, out int64) { return s.count.n, 0 }
 
+// RegisterMetrics implements task.MetricsReporter: the reader's metrics
+// (SourceContext.Metrics) go into the operator's group.
+func (s *sourceOp[T]) RegisterMetrics(g *metrics.Group) { s.metrics = newMetricGroup(g, s.ctx.Logger) }
+
+// NotifyCheckpointComplete implements task.CheckpointListener: it tells a
+// reader that is a CheckpointListener.
+func (s *sourceOp[T]) NotifyCheckpointComplete(id int64) error {
+	if l, ok := s.reader.(CheckpointListener); ok {
+		return l.NotifyCheckpointComplete(id)
+	}
+	return nil
+}
+
+// NotifyCheckpointAborted implements task.CheckpointListener.
+func (s *sourceOp[T]) NotifyCheckpointAborted(int64) error { return nil }
+
 func (s *sourceOp[T]) Open() error {
 	var restored [][]byte
 	if s.ctx.Restored != nil {
@@ -81,7 +109,8 @@ func (s *sourceOp[T]) Open() error {
 		}
 	}
 	r, err := s.src.CreateReader(SourceContext{Subtask: s.ctx.Subtask, Parallelism: s.ctx.Parallelism,
-		Operator: s.ctx.Name, Logger: s.ctx.Logger, RestoredSplits: restored, state: s.opState})
+		Operator: s.ctx.Name, Logger: s.ctx.Logger, RestoredSplits: restored, Metrics: s.metrics,
+		CheckpointInterval: s.ctx.CheckpointInterval, state: s.opState})
 	s.reader = r
 	if _, ok := r.(CheckpointedReader); err == nil && !ok && s.ctx.Checkpointing && s.ctx.Subtask == 0 {
 		s.ctx.Logger.Warn("this source's reader does not implement weir.CheckpointedReader: after a restore it reads its input from the start, so what it feeds is at least once, not exactly once")
@@ -246,7 +275,14 @@ type sinkOp[T any] struct {
 	// post runs fn on the task goroutine, where an error fails the task
 	// (OpContext.Post; unit tests replace it).
 	post func(fn func() error)
+	// metrics is the operator's group, set by RegisterMetrics when the
+	// job exports metrics.
+	metrics *MetricGroup
 }
+
+// RegisterMetrics implements task.MetricsReporter: the writer's metrics
+// (SinkContext.Metrics) go into the operator's group.
+func (s *sinkOp[T]) RegisterMetrics(g *metrics.Group) { s.metrics = newMetricGroup(g, s.ctx.Logger) }
 
 // RecordCount implements task.RecordCounter.
 func (s *sinkOp[T]) RecordCount() (in, out int64) { return 0, s.written }
@@ -277,7 +313,8 @@ func (s *sinkOp[T]) newTxnSync(id int64, txn []byte) *operator.Sync {
 
 func (s *sinkOp[T]) sinkContext() SinkContext {
 	return SinkContext{Subtask: s.ctx.Subtask, Parallelism: s.ctx.Parallelism,
-		Operator: s.ctx.Name, Logger: s.ctx.Logger, RunID: s.ctx.RunID, state: s.opState}
+		Operator: s.ctx.Name, Logger: s.ctx.Logger, RunID: s.ctx.RunID, Metrics: s.metrics,
+		CheckpointInterval: s.ctx.CheckpointInterval, state: s.opState}
 }
 
 func (s *sinkOp[T]) Open() error {
@@ -399,12 +436,24 @@ func (s *sinkOp[T]) SnapshotState(id int64, opts checkpoint.Options) (task.Opera
 }
 
 // NotifyCheckpointComplete commits every transaction pre-committed at or
-// before checkpoint id, each once it is durable. Checkpoint id listed them
+// before checkpoint id, each once it is durable, and then tells a writer
+// that is a CheckpointListener. Checkpoint id listed them
 // all and completed, so its asynchronous phase has synced them: wait
 // returns at once. Should one not be synced yet, it is synced here, on the
 // task goroutine, before its commit; should its sync have failed, nothing
 // more is committed and the task fails.
 func (s *sinkOp[T]) NotifyCheckpointComplete(id int64) error {
+	if err := s.commitThrough(id); err != nil {
+		return err
+	}
+	if l, ok := s.writer.(CheckpointListener); ok {
+		return l.NotifyCheckpointComplete(id)
+	}
+	return nil
+}
+
+// commitThrough commits the pending transactions of checkpoints up to id.
+func (s *sinkOp[T]) commitThrough(id int64) error {
 	n := 0
 	for _, t := range s.pending {
 		if t.Checkpoint > id {

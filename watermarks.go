@@ -20,14 +20,16 @@ type WatermarkStrategy[T any] struct {
 // BoundedOutOfOrderness is the strategy for records that arrive at most
 // maxDelay later than records with a higher timestamp: the watermark trails
 // the highest timestamp seen by maxDelay (minus one millisecond).
-// timestamp returns a record's event time in Unix milliseconds.
+// timestamp returns a record's event time in Unix milliseconds; it may be
+// nil only for FromSourceWithWatermarks, whose readers give each record its
+// timestamp (SplitOutput.CollectWithTimestamp).
 func BoundedOutOfOrderness[T any](maxDelay time.Duration, timestamp func(v T) int64) WatermarkStrategy[T] {
 	return WatermarkStrategy[T]{timestamp: timestamp,
 		newGenerator: func() watermark.Generator { return watermark.BoundedOutOfOrderness(maxDelay) }}
 }
 
 // MonotonousTimestamps is the strategy for records whose timestamps never
-// decrease.
+// decrease. timestamp may be nil as for BoundedOutOfOrderness.
 func MonotonousTimestamps[T any](timestamp func(v T) int64) WatermarkStrategy[T] {
 	return WatermarkStrategy[T]{timestamp: timestamp,
 		newGenerator: func() watermark.Generator { return watermark.Monotonous() }}
@@ -35,7 +37,10 @@ func MonotonousTimestamps[T any](timestamp func(v T) int64) WatermarkStrategy[T]
 
 // WithIdleness marks a subtask idle once it saw no record for timeout of
 // processing time, so that downstream operators stop waiting for its
-// watermark; it becomes active again with its next record.
+// watermark; it becomes active again with its next record. With
+// FromSourceWithWatermarks each split has its own timeout: an idle split
+// no longer holds back the watermark, and the subtask is idle when all its
+// splits are.
 func (w WatermarkStrategy[T]) WithIdleness(timeout time.Duration) WatermarkStrategy[T] {
 	w.idleness = timeout
 	return w
@@ -48,8 +53,13 @@ func (w WatermarkStrategy[T]) WithIdleness(timeout time.Duration) WatermarkStrat
 // Chained after a source (the usual place), it costs one function call per
 // record.
 func AssignTimestampsAndWatermarks[T any](s *DataStream[T], ws WatermarkStrategy[T]) *DataStream[T] {
-	if ws.timestamp == nil || ws.newGenerator == nil {
+	if ws.newGenerator == nil {
 		s.env.errorf("AssignTimestampsAndWatermarks: use BoundedOutOfOrderness or MonotonousTimestamps to build the strategy")
+		return s
+	}
+	if ws.timestamp == nil {
+		s.env.errorf("AssignTimestampsAndWatermarks: the watermark strategy has no timestamp function: " +
+			"pass one to BoundedOutOfOrderness or MonotonousTimestamps (a nil one is only for FromSourceWithWatermarks, whose readers timestamp their records)")
 		return s
 	}
 	impl := newNodeImpl(func(ctx *task.OpContext, out network.Output[T]) (task.Built, error) {

@@ -154,7 +154,7 @@ configuration problems, 130 interrupted by SIGINT or SIGTERM.`,
 	root.AddCommand(a.checkpointsCommand(), a.nexmarkCommand())
 	root.AddCommand(a.listCommand(), a.statusCommand(), a.cancelCommand(), a.checkpointCommand(),
 		a.savepointCommand(), a.stopCommand())
-	root.AddCommand(a.doctorCommand(), a.clusterCommand(), a.taskManagerCommand())
+	root.AddCommand(a.doctorCommand(), a.clusterCommand(), a.taskManagerCommand(), a.devCommand())
 	return root
 }
 

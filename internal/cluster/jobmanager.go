@@ -465,7 +465,8 @@ func (jm *JobManager) allRegisteredLocked(slots []*tmConn) bool {
 // crosses the network.
 func shipOptions(o task.Options) (taskOptions, error) {
 	to := taskOptions{RunID: o.RunID, CheckpointJob: o.CheckpointJob, FinalCheckpoint: o.FinalCheckpoint,
-		RestoreJob: o.RestoreJob, RestoreOwned: o.RestoreOwned, AllowNonRestoredState: o.AllowNonRestoredState,
+		CheckpointInterval: o.CheckpointInterval,
+		RestoreJob:         o.RestoreJob, RestoreOwned: o.RestoreOwned, AllowNonRestoredState: o.AllowNonRestoredState,
 		SkipChannelState: o.SkipChannelState, CountRecords: o.CountRecords, JobID: o.JobID}
 	if o.Checkpoints != nil {
 		if to.Checkpoints = o.Checkpoints.Location(); to.Checkpoints == "" {

@@ -1,6 +1,8 @@
 package cluster
 
 import (
+	"time"
+
 	"github.com/weirstream/weir/internal/checkpoint"
 	"github.com/weirstream/weir/internal/task"
 )
@@ -95,6 +97,8 @@ type taskOptions struct {
 	Checkpoints     string `json:"checkpoints,omitempty"`
 	CheckpointJob   string `json:"checkpointJob,omitempty"`
 	FinalCheckpoint bool   `json:"finalCheckpoint,omitempty"`
+	// CheckpointInterval is in nanoseconds.
+	CheckpointInterval time.Duration `json:"checkpointInterval,omitempty"`
 	// Restore is the encoded _metadata of the snapshot to restore.
 	Restore               []byte `json:"restore,omitempty"`
 	RestoreStorage        string `json:"restoreStorage,omitempty"`

@@ -121,6 +121,7 @@ func counts(attempt uint64, job *task.Job, reg *metrics.Registry) *countsMsg {
 func (p *part) fill(ctx context.Context, o *task.Options) error {
 	t := p.msg.Task
 	o.RunID, o.CheckpointJob, o.FinalCheckpoint = t.RunID, t.CheckpointJob, t.FinalCheckpoint
+	o.CheckpointInterval = t.CheckpointInterval
 	o.RestoreJob, o.RestoreOwned, o.AllowNonRestoredState = t.RestoreJob, t.RestoreOwned, t.AllowNonRestoredState
 	o.SkipChannelState, o.CountRecords, o.JobID = t.SkipChannelState, t.CountRecords, t.JobID
 	o.Checkpoints, o.Restore, o.RestoreStorage = nil, nil, nil

@@ -120,3 +120,38 @@ func TestGaugeReRegisteredWhileRead(t *testing.T) {
 		t.Fatalf("gauge reads %v after re-registration, want 999", m.Value())
 	}
 }
+
+// A child group carries its parent's labels and its own, is registered in
+// the parent's registry, is the same group when asked for again, and goes
+// (with its own children) when the parent is removed; one asked for after
+// that is not registered.
+func TestChildGroupsRemovedWithParent(t *testing.T) {
+	r := NewRegistry()
+	op := r.Group(ScopeOperator, Label{LabelJobID, "j"}, Label{LabelOperatorName, "src"})
+	other := r.Group(ScopeOperator, Label{LabelJobID, "j"}, Label{LabelOperatorName, "map"})
+	topic := op.Child(Label{"topic", "t"})
+	p0 := topic.Child(Label{"partition", "0"})
+	if again := topic.Child(Label{"partition", "0"}); again != p0 {
+		t.Fatal("Child with the same labels returned a new group")
+	}
+	p0.Gauge("currentOffset", func() float64 { return 7 })
+	want := []Label{{LabelJobID, "j"}, {LabelOperatorName, "src"}, {"topic", "t"}, {"partition", "0"}}
+	if got := p0.Labels(); len(got) != len(want) || got[2] != want[2] || got[3] != want[3] || got[1] != want[1] {
+		t.Fatalf("labels %v, want %v", got, want)
+	}
+	if got := r.Find(ScopeOperator, Label{"partition", "0"}); len(got) != 1 || got[0] != p0 {
+		t.Fatalf("find partition 0: %v", got)
+	}
+	if n := len(r.Groups()); n != 4 {
+		t.Fatalf("%d groups registered, want 4", n)
+	}
+	r.Remove(op)
+	if got := r.Groups(); len(got) != 1 || got[0] != other {
+		t.Fatalf("after removing the parent: %d groups left, want only the other operator's", len(got))
+	}
+	late := topic.Child(Label{"partition", "1"})
+	late.Counter("x").Inc()
+	if n := len(r.Groups()); n != 1 {
+		t.Fatalf("a child of a removed group was registered: %d groups", n)
+	}
+}

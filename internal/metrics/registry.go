@@ -18,10 +18,13 @@ type Group struct {
 	scope  string
 	labels []Label
 	now    func() time.Time
+	reg    *Registry
 
-	mu      sync.RWMutex
-	names   []string // registration order
-	metrics map[string]Metric
+	mu       sync.RWMutex
+	names    []string // registration order
+	metrics  map[string]Metric
+	children []*Group // Child groups, removed with this one
+	removed  bool     // Remove took it out of reg: new children stay out too
 }
 
 // Scope is the group's scope, such as ScopeTask.
@@ -39,6 +42,45 @@ func (g *Group) Label(name string) string {
 		}
 	}
 	return ""
+}
+
+// Child returns the group of g's scope whose labels are g's followed by
+// labels, registered in g's registry: Flink's addGroup(key, value), such as
+// a connector's group per partition. A second call with the same labels
+// returns the same group. Removing g from the registry removes its
+// children too; a child asked for after that is not registered.
+func (g *Group) Child(labels ...Label) *Group {
+	all := append(slices.Clip(g.labels), labels...)
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	for _, c := range g.children {
+		if slices.Equal(c.labels, all) {
+			return c
+		}
+	}
+	c := &Group{scope: g.scope, labels: all, now: g.now, metrics: map[string]Metric{}}
+	g.children = append(g.children, c)
+	if g.removed || g.reg == nil {
+		c.removed = true
+		return c
+	}
+	c.reg = g.reg
+	g.reg.add(c)
+	return c
+}
+
+// descendants marks g and every group under it removed and appends them
+// to out.
+func (g *Group) descendants(out []*Group) []*Group {
+	g.mu.Lock()
+	g.removed = true
+	children := slices.Clone(g.children)
+	g.mu.Unlock()
+	out = append(out, g)
+	for _, c := range children {
+		out = c.descendants(out)
+	}
+	return out
 }
 
 // Counter registers (or returns) the counter called name.
@@ -132,15 +174,25 @@ func NewRegistryClock(now func() time.Time) *Registry { return &Registry{now: no
 // scope and labels (a restarted task registers anew after the old one was
 // removed); readers see them in registration order.
 func (r *Registry) Group(scope string, labels ...Label) *Group {
-	g := &Group{scope: scope, labels: slices.Clone(labels), now: r.now, metrics: map[string]Metric{}}
-	r.mu.Lock()
-	r.groups = append(r.groups, g)
-	r.mu.Unlock()
+	g := &Group{scope: scope, labels: slices.Clone(labels), now: r.now, reg: r, metrics: map[string]Metric{}}
+	r.add(g)
 	return g
 }
 
-// Remove unregisters groups (a deployment's tasks when it ends).
+func (r *Registry) add(g *Group) {
+	r.mu.Lock()
+	r.groups = append(r.groups, g)
+	r.mu.Unlock()
+}
+
+// Remove unregisters groups (a deployment's tasks when it ends) and their
+// children (Group.Child).
 func (r *Registry) Remove(groups ...*Group) {
+	var all []*Group
+	for _, g := range groups {
+		all = g.descendants(all)
+	}
+	groups = all
 	r.mu.Lock()
 	r.groups = slices.DeleteFunc(r.groups, func(g *Group) bool { return slices.Contains(groups, g) })
 	r.mu.Unlock()

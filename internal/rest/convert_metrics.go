@@ -148,7 +148,7 @@ func subtaskMetrics(j *monitor.Job, v monitor.Vertex, index int, tasks []*task.T
 		s.addGroup(g, "")
 	}
 	for _, g := range ownGroups(j, metrics.ScopeOperator, labels...) {
-		s.addGroup(g, g.Label(metrics.LabelOperatorName)+".")
+		s.addGroup(g, operatorPrefix(g))
 	}
 	if index < len(tasks) && tasks[index] != nil {
 		for _, f := range taskMetricFields {
@@ -158,6 +158,24 @@ func subtaskMetrics(j *monitor.Job, v monitor.Vertex, index int, tasks []*task.T
 		}
 	}
 	return s
+}
+
+// operatorPrefix is "<operator>." and, for a connector's child group
+// (Flink's addGroup(key, value)), "<key>.<value>." for each label beyond
+// the operator's own: Flink's metric identifiers, such as
+// "Source: kafka.partition.0.currentOffset".
+func operatorPrefix(g *metrics.Group) string {
+	var b strings.Builder
+	b.WriteString(g.Label(metrics.LabelOperatorName) + ".")
+	for _, l := range g.Labels() {
+		switch l.Name {
+		case metrics.LabelJobID, metrics.LabelJobName, metrics.LabelTaskName, metrics.LabelSubtaskIndex,
+			metrics.LabelOperatorName, metrics.LabelOperatorID, metrics.LabelVertexID:
+		default:
+			b.WriteString(l.Name + "." + l.Value + ".")
+		}
+	}
+	return b.String()
 }
 
 // vertexMetrics are the metrics of all of v's subtasks, each name

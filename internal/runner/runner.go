@@ -533,8 +533,10 @@ func (r *runner) attempt(ctx context.Context, cp *metadata.Checkpoint, cpStore *
 	opts.Restore, opts.RestoreStorage, opts.RestoreJob = cp, cpStore, cpJob
 	// Only a snapshot the run owns may share files with its checkpoints.
 	opts.RestoreOwned = cp != nil && (cp != r.cfg.From || r.cfg.Claim)
+	opts.CheckpointInterval = 0
 	if r.cfg.Enabled {
 		opts.Checkpoints, opts.CheckpointJob, opts.FinalCheckpoint = r.cfg.Storage, r.cfg.JobDir, true
+		opts.CheckpointInterval = r.cfg.Checkpoint.Interval
 	}
 	opts.CountRecords = r.cfg.Status != nil
 	if cp != nil {

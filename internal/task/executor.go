@@ -69,6 +69,10 @@ type Options struct {
 	// two-phase-commit sinks commit the last records. The driver triggers
 	// that checkpoint once SourcesEnded is closed.
 	FinalCheckpoint bool
+	// CheckpointInterval is the job's periodic checkpoint interval, for
+	// operators that check their settings against it (a transactional
+	// sink's timeout); 0 when the job takes no periodic checkpoints.
+	CheckpointInterval time.Duration
 	// Restore is the checkpoint the job starts from; nil for a fresh start.
 	// Its files are read from RestoreStorage.
 	Restore        *metadata.Checkpoint
@@ -472,6 +476,7 @@ func (j *Job) buildTask(v *graph.Vertex, index int, gates map[*graph.Vertex][]*n
 			AutoWatermarkInterval: j.opts.AutoWatermarkInterval,
 			StateDir:              filepath.Join(j.stateDir, fmt.Sprintf("%s_%d", sanitize(node.UID), index)),
 			Checkpointing:         j.opts.FinalCheckpoint,
+			CheckpointInterval:    j.opts.CheckpointInterval,
 			RunID:                 j.opts.RunID,
 			CountRecords:          j.opts.CountRecords,
 			Incremental:           j.opts.Incremental,

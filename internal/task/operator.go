@@ -197,6 +197,9 @@ type OpContext struct {
 	// final one: two-phase-commit sinks then commit on checkpoint
 	// completion only, not at the end of input.
 	Checkpointing bool
+	// CheckpointInterval is Options.CheckpointInterval: the periodic
+	// checkpoint interval, 0 without periodic checkpoints.
+	CheckpointInterval time.Duration
 	// RunID tells this deployment's files from those of earlier runs.
 	RunID string
 	// Incremental asks for native, incremental snapshots of the pebble

@@ -1,0 +1,114 @@
+package weir
+
+import (
+	"log/slog"
+	"slices"
+
+	"github.com/weirstream/weir/internal/metrics"
+)
+
+// MetricGroup registers metrics in a source's or sink's operator group
+// (Flink's operator metric group): they show in the REST API's subtask
+// metrics (as "<operator>.<key>.<value>.<name>" in a child group), the
+// dashboard and /metrics with the operator's labels (plus a child group's
+// key=value), and are removed with the operator's own metrics when the
+// job's run ends (a restarted job registers them anew).
+//
+// A nil *MetricGroup is valid and registers nothing (tests, jobs without
+// metrics): its counters still count. Its methods are safe for concurrent
+// use. Mistakes (a name the operator's built-in metrics use, a name
+// registered before as another kind, a key that is already a label) are
+// logged and the metric is not registered.
+type MetricGroup struct {
+	g   *metrics.Group
+	log *slog.Logger
+	// reserved are the names of the operator's built-in metrics (only in
+	// the operator's own group).
+	reserved []string
+}
+
+// newMetricGroup wraps the operator group g, nil if g is nil.
+func newMetricGroup(g *metrics.Group, log *slog.Logger) *MetricGroup {
+	if g == nil {
+		return nil
+	}
+	if log == nil {
+		log = slog.Default()
+	}
+	return &MetricGroup{g: g, log: log, reserved: g.Names()}
+}
+
+// usable reports whether name may be registered as a metric of kind.
+func (g *MetricGroup) usable(name string, kind metrics.Kind) bool {
+	if name == "" || slices.Contains(g.reserved, name) {
+		g.log.Warn("connector metric not registered: the name is empty or one of the operator's own metrics", "metric", name)
+		return false
+	}
+	if m, ok := g.g.Get(name); ok && m.Kind() != kind {
+		g.log.Warn("connector metric not registered: the name is taken by a metric of another kind",
+			"metric", name, "kind", kind.String(), "registered", m.Kind().String())
+		return false
+	}
+	return true
+}
+
+// Counter registers (or returns, when registered before) the counter
+// called name.
+func (g *MetricGroup) Counter(name string) *Counter {
+	if g == nil || !g.usable(name, metrics.KindCounter) {
+		return &Counter{c: &metrics.Counter{}}
+	}
+	return &Counter{c: g.g.Counter(name)}
+}
+
+// Gauge registers a gauge called name; value is read from other goroutines
+// (the REST API's, the Prometheus scraper's) and must be safe for that. A
+// second Gauge of the same name replaces the first one's function.
+func (g *MetricGroup) Gauge(name string, value func() float64) {
+	if g == nil || value == nil || !g.usable(name, metrics.KindGauge) {
+		return
+	}
+	g.g.Gauge(name, value)
+}
+
+// Group returns the child group whose metrics carry the extra label
+// key=value (Flink's addGroup(key, value)), such as one per partition;
+// asking again for the same key and value returns the same group. key
+// must not be a label the group has already (job_id, operator_name, ...,
+// or a parent's key).
+func (g *MetricGroup) Group(key, value string) *MetricGroup {
+	if g == nil {
+		return nil
+	}
+	if key == "" || slices.ContainsFunc(g.g.Labels(), func(l metrics.Label) bool { return l.Name == key }) {
+		g.log.Warn("connector metric group not created: its key is empty or already a label of the group", "key", key)
+		return nil
+	}
+	return &MetricGroup{g: g.g.Child(metrics.Label{Name: key, Value: value}), log: g.log}
+}
+
+// Counter is a connector's count (records sent, errors). Its methods are
+// safe for concurrent use; a nil *Counter counts nothing.
+type Counter struct{ c *metrics.Counter }
+
+// Inc adds one.
+func (c *Counter) Inc() {
+	if c != nil {
+		c.c.Inc()
+	}
+}
+
+// Add adds n.
+func (c *Counter) Add(n int64) {
+	if c != nil {
+		c.c.Add(n)
+	}
+}
+
+// Count is the current count, 0 for a nil counter.
+func (c *Counter) Count() int64 {
+	if c == nil {
+		return 0
+	}
+	return c.c.Count()
+}

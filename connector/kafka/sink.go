@@ -170,7 +170,12 @@ func (o SinkOptions) Validate() error {
 // An ExactlyOnce commit fails (ErrTxnLost, naming the transactional id)
 // if the brokers aborted the transaction (it outlived TransactionTimeout)
 // or another producer took its transactional id: weir does not claim
-// records are written that are not.
+// records are written that are not. An ExactlyOnce writer is not created
+// when TransactionTimeout does not exceed the checkpoint interval.
+//
+// Writers count numRecordsSend (records produced) and
+// numRecordsSendErrors (produces that failed) in the sink operator's
+// metric group (weir.SinkContext.Metrics).
 func NewSink[T any](opts SinkOptions, serialize func(T) (*Record, error)) weir.Sink[T] {
 	s := &sink[T]{opts: opts.withDefaults(), serialize: serialize, txns: newTxnRegistry()}
 	if s.opts.Delivery == None {
@@ -255,11 +260,12 @@ func (s *sink[T]) CreateWriter(ctx weir.SinkContext) (weir.SinkWriter[T], error)
 	if s.serialize == nil {
 		return nil, errors.New("kafka sink: no serializer: pass NewSink a function from the record to a *kafka.Record")
 	}
-	if err := s.opts.checkInterval(checkpointInterval(ctx)); err != nil {
+	if err := s.opts.checkInterval(ctx.CheckpointInterval); err != nil {
 		return nil, err
 	}
 	wctx, cancel := context.WithCancel(context.Background())
-	w := &writer[T]{s: s, ctx: ctx, wctx: wctx, cancel: cancel}
+	w := &writer[T]{s: s, ctx: ctx, wctx: wctx, cancel: cancel,
+		sent: ctx.Metrics.Counter("numRecordsSend"), sendErrors: ctx.Metrics.Counter("numRecordsSendErrors")}
 	if s.opts.Delivery != ExactlyOnce {
 		cl, err := kgo.NewClient(s.opts.clientOpts()...)
 		if err != nil {
@@ -339,11 +345,6 @@ func (o SinkOptions) checkInterval(iv time.Duration) error {
 	return fmt.Errorf("kafka sink: TransactionTimeout (transaction.timeout.ms) %s must exceed the checkpoint interval "+
 		"(execution.checkpointing.interval) %s: every transaction stays open for at least one interval", o.withDefaults().TransactionTimeout, iv)
 }
-
-// checkpointInterval returns the job's checkpoint interval, 0 with
-// checkpointing off. TODO(W): read ctx.CheckpointInterval once it
-// exists; until then the check of TransactionTimeout against it is off.
-func checkpointInterval(ctx weir.SinkContext) time.Duration { return 0 }
 
 // txnRegistry is what an ExactlyOnce sink's writers and commits share in
 // a process: the clients of pre-committed transactions, and what the

@@ -6,19 +6,33 @@ import (
 	"math/rand/v2"
 	"path/filepath"
 	"strconv"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/weirstream/weir"
 	"github.com/weirstream/weir/internal/kafkatest"
+	"github.com/weirstream/weir/internal/metrics"
+	"github.com/weirstream/weir/internal/task"
 	"github.com/weirstream/weir/source"
 )
 
-// countingSink counts the commits of transactions (not markers).
+// countingSink counts the commits of transactions (not markers) and
+// keeps its writers.
 type countingSink struct {
 	weir.TwoPhaseCommitSink[int64]
 	commits atomic.Int64
+	// created, if set, is called with each writer.
+	created func(ctx weir.SinkContext, w *writer[int64])
+}
+
+func (c *countingSink) CreateWriter(ctx weir.SinkContext) (weir.SinkWriter[int64], error) {
+	w, err := c.TwoPhaseCommitSink.CreateWriter(ctx)
+	if err == nil && c.created != nil {
+		c.created(ctx, w.(*writer[int64]))
+	}
+	return w, err
 }
 
 func (c *countingSink) Commit(ctx weir.SinkContext, txn []byte) error {
@@ -123,24 +137,55 @@ func TestJobUnderFailures(t *testing.T) {
 }
 
 // Without checkpointing, an exactly-once sink commits one transaction per
-// subtask at the end of the input.
+// subtask at the end of the input. Its writers count the records they send
+// in the operator's metrics.
 func TestJobExactlyOnceWithoutCheckpoints(t *testing.T) {
 	t.Parallel()
 	const n = 5_000
 	seeds := cluster(t, "out")
 	env := weir.NewEnvironment(weir.Options{Parallelism: 2, Logger: testLogger(), StateDir: filepath.Join(t.TempDir(), "state")})
+	reg := metrics.NewRegistry()
+	var mu sync.Mutex
+	var writers []*writer[int64]
 	out := &countingSink{TwoPhaseCommitSink: NewSink(SinkOptions{Client: Client{Brokers: seeds}, Topic: "out", Delivery: ExactlyOnce,
 		TransactionalIDPrefix: "nochk"}, func(i int64) (*Record, error) {
 		return &Record{Value: []byte(strconv.FormatInt(i, 10))}, nil
 	}).(weir.TwoPhaseCommitSink[int64])}
+	out.created = func(ctx weir.SinkContext, w *writer[int64]) {
+		mu.Lock()
+		defer mu.Unlock()
+		writers = append(writers, w)
+		if ctx.CheckpointInterval != 0 {
+			t.Errorf("checkpoint interval %s without checkpointing", ctx.CheckpointInterval)
+		}
+		gs := reg.Find(metrics.ScopeOperator, metrics.Label{Name: metrics.LabelOperatorName, Value: "Sink"},
+			metrics.Label{Name: metrics.LabelSubtaskIndex, Value: strconv.Itoa(ctx.Subtask)})
+		if len(gs) != 1 {
+			t.Errorf("sink subtask %d: %d operator metric groups, want 1", ctx.Subtask, len(gs))
+		}
+		for _, g := range gs {
+			for _, name := range []string{"numRecordsSend", "numRecordsSendErrors"} {
+				if m, ok := g.Get(name); !ok || m.Kind() != metrics.KindCounter {
+					t.Errorf("sink subtask %s: no counter %s", g.Label(metrics.LabelSubtaskIndex), name)
+				}
+			}
+		}
+	}
 	weir.SinkTo(weir.FromSource(env, source.Sequence(0, n-1)), weir.Sink[int64](out))
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	ctx, cancel := context.WithTimeout(task.WithMetrics(context.Background(), reg, "job-1"), time.Minute)
 	defer cancel()
 	if err := env.Execute(ctx, "kafka-no-checkpoints"); err != nil {
 		t.Fatal(err)
 	}
 	if c := out.commits.Load(); c != 2 {
 		t.Fatalf("%d transactions committed, want one per subtask", c)
+	}
+	var sent, errs int64
+	for _, w := range writers {
+		sent, errs = sent+w.sent.Count(), errs+w.sendErrors.Count()
+	}
+	if len(writers) != 2 || sent != n || errs != 0 {
+		t.Fatalf("%d writers counted %d records sent and %d send errors, want 2, %d and 0", len(writers), sent, errs, n)
 	}
 	want := make([]string, n)
 	for i := range want {

@@ -150,6 +150,9 @@ func TestExactlyOnceCommitCycle(t *testing.T) {
 	h1 := preCommit(t, w, 1)
 	write(t, w, "c")
 	expect(t, seeds, "out")
+	if n := w.sent.Count(); n != 3 {
+		t.Errorf("numRecordsSend %d, want 3", n)
+	}
 	commit(t, s, ctx, h1)
 	expect(t, seeds, "out", "a", "b")
 	commit(t, s, ctx, h1)
@@ -362,7 +365,11 @@ func TestExactlyOnceUnderFaults(t *testing.T) {
 	defer w.Close()
 	c.Fault(kfake.Fault{Keys: []kmsg.Key{kmsg.Produce}, Topic: "out", Err: kerr.InvalidRecord, Count: -1})
 	write(t, w, "lost")
-	if _, err := w.PreCommit(3); err == nil || !errors.Is(err, kerr.InvalidRecord) || !strings.Contains(err.Error(), "faults-0-") {
+	_, err := w.PreCommit(3)
+	if n := w.sendErrors.Count(); n != 1 {
+		t.Errorf("numRecordsSendErrors %d, want 1", n)
+	}
+	if err == nil || !errors.Is(err, kerr.InvalidRecord) || !strings.Contains(err.Error(), "faults-0-") {
 		t.Fatalf("pre-commit after a failed produce: %v, want INVALID_RECORD naming the transaction", err)
 	}
 }
@@ -468,6 +475,12 @@ func TestBadOptions(t *testing.T) {
 	}
 	if err := eo.checkInterval(0); err != nil {
 		t.Errorf("checkpointing off: %v", err)
+	}
+	ctx := sinkCtx("r", 0, 1)
+	ctx.CheckpointInterval = 20 * time.Minute
+	if _, err := NewSink(SinkOptions{Client: Client{Brokers: []string{"h:1"}}, Delivery: ExactlyOnce, TransactionalIDPrefix: "p"},
+		stringRecord).CreateWriter(ctx); err == nil || !strings.Contains(err.Error(), "TransactionTimeout (transaction.timeout.ms) 15m0s must exceed the checkpoint interval (execution.checkpointing.interval) 20m0s") {
+		t.Errorf("default timeout under a 20 min checkpoint interval: %v", err)
 	}
 	if err := (SinkOptions{Client: Client{Brokers: []string{"h:1"}}}).Validate(); err != nil {
 		t.Errorf("defaults: %v", err)

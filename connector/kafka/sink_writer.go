@@ -31,6 +31,11 @@ type writer[T any] struct {
 	txn        *openTxn
 	next, last int64
 
+	// sent counts the records produced (numRecordsSend), sendErrors
+	// those whose produce failed (numRecordsSendErrors), as Flink's
+	// KafkaSink does.
+	sent, sendErrors *weir.Counter
+
 	mu  sync.Mutex
 	err error // the first failed produce
 }
@@ -56,6 +61,7 @@ func (w *writer[T]) promise(id string) func(*kgo.Record, error) {
 		if err == nil {
 			return
 		}
+		w.sendErrors.Inc()
 		switch {
 		case id != "" && (errors.Is(err, kerr.ProducerFenced) || errors.Is(err, kerr.InvalidProducerEpoch)):
 			err = fmt.Errorf("kafka sink: another producer uses transactional id %s (another job with the same TransactionalIDPrefix %q, or an earlier attempt of this one?): %w",
@@ -110,6 +116,7 @@ func (w *writer[T]) Write(v T) error {
 		cl, id = w.txn.cl, w.txn.id
 	}
 	cl.Produce(w.wctx, kr, w.promise(id))
+	w.sent.Inc()
 	return nil
 }
 

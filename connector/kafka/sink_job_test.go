@@ -55,7 +55,7 @@ func TestJobUnderFailures(t *testing.T) {
 			t.Logf("seed %d", seed)
 			rng := rand.New(rand.NewPCG(seed, 0))
 			const n, failures = 30_000, 3
-			seeds := cluster(t, "out")
+			seeds := sinkCluster(t, "out")
 			var failAt [failures]int64
 			var failed [failures]atomic.Bool
 			for i := range failAt {
@@ -142,7 +142,7 @@ func TestJobUnderFailures(t *testing.T) {
 func TestJobExactlyOnceWithoutCheckpoints(t *testing.T) {
 	t.Parallel()
 	const n = 5_000
-	seeds := cluster(t, "out")
+	seeds := sinkCluster(t, "out")
 	env := weir.NewEnvironment(weir.Options{Parallelism: 2, Logger: testLogger(), StateDir: filepath.Join(t.TempDir(), "state")})
 	reg := metrics.NewRegistry()
 	var mu sync.Mutex

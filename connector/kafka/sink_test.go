@@ -129,7 +129,7 @@ func ongoing(t *testing.T, seeds []string, prefix string) []string {
 	return out
 }
 
-func cluster(t *testing.T, topic string, opts ...kfake.Opt) []string {
+func sinkCluster(t *testing.T, topic string, opts ...kfake.Opt) []string {
 	t.Helper()
 	c := kafkatest.Start(t, opts...)
 	seeds := c.ListenAddrs()
@@ -142,7 +142,7 @@ func cluster(t *testing.T, topic string, opts ...kfake.Opt) []string {
 // committed again; the open transaction of a closed writer is aborted.
 func TestExactlyOnceCommitCycle(t *testing.T) {
 	t.Parallel()
-	seeds := cluster(t, "out")
+	seeds := sinkCluster(t, "out")
 	s := eoSink(seeds, "out", "cycle")
 	ctx := sinkCtx("r1", 0, 1)
 	w := newWriter(t, s, ctx)
@@ -182,7 +182,7 @@ func TestExactlyOnceCommitCycle(t *testing.T) {
 // without its client), twice.
 func TestCommitFromAnotherProcess(t *testing.T) {
 	t.Parallel()
-	seeds := cluster(t, "out")
+	seeds := sinkCluster(t, "out")
 	w := newWriter(t, eoSink(seeds, "out", "other"), sinkCtx("r1", 0, 1))
 	write(t, w, "x", "y", "z")
 	h := preCommit(t, w, 1)
@@ -201,7 +201,7 @@ func TestCommitFromAnotherProcess(t *testing.T) {
 // writer of the first run, a zombie that still runs, is fenced.
 func TestRestoreTwiceFromSameCheckpoint(t *testing.T) {
 	t.Parallel()
-	seeds := cluster(t, "out")
+	seeds := sinkCluster(t, "out")
 	// Run 1: checkpoint 1 completes but the crash comes before its
 	// commit; checkpoint 2 is pre-committed, never completed; a third
 	// transaction is open.
@@ -262,7 +262,7 @@ func TestRestoreTwiceFromSameCheckpoint(t *testing.T) {
 // the prefix aborts those of an earlier run with more subtasks too.
 func TestLingeringOfLargerParallelismAborted(t *testing.T) {
 	t.Parallel()
-	seeds := cluster(t, "out")
+	seeds := sinkCluster(t, "out")
 	run1 := func(prefix string) [][]byte {
 		s := eoSink(seeds, "out", prefix)
 		var hs [][]byte
@@ -379,7 +379,7 @@ func TestExactlyOnceUnderFaults(t *testing.T) {
 // producer id.
 func TestTimedOutTransactionFailsCommit(t *testing.T) {
 	t.Parallel()
-	seeds := cluster(t, "out")
+	seeds := sinkCluster(t, "out")
 	s := eoSink(seeds, "out", "timeout", func(o *SinkOptions) { o.TransactionTimeout = 300 * time.Millisecond })
 	ctx := sinkCtx("r1", 0, 1)
 	w := newWriter(t, s, ctx)
@@ -412,7 +412,7 @@ func TestTimedOutTransactionFailsCommit(t *testing.T) {
 // topic when PreCommit returns; None writers do not wait.
 func TestAtLeastOnceFlushesAtBarrier(t *testing.T) {
 	t.Parallel()
-	seeds := cluster(t, "out")
+	seeds := sinkCluster(t, "out")
 	s := NewSink(SinkOptions{Client: Client{Brokers: seeds}, Topic: "out"}, stringRecord)
 	tpc, ok := s.(weir.TwoPhaseCommitSink[string])
 	if !ok {
@@ -439,7 +439,7 @@ func TestAtLeastOnceFlushesAtBarrier(t *testing.T) {
 	expect(t, seeds, "out", "a", "b", "c", "d")
 }
 
-func TestBadOptions(t *testing.T) {
+func TestSinkBadOptions(t *testing.T) {
 	t.Parallel()
 	for _, c := range []struct {
 		o    SinkOptions

@@ -15,7 +15,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/weirstream/weir"
 	"github.com/weirstream/weir/internal/kafkatest"
-	"github.com/weirstream/weir/sink"
+	filesink "github.com/weirstream/weir/sink"
 )
 
 // A job reads a 4-partition topic with a bounded Kafka source at
@@ -54,7 +54,7 @@ func TestJobExactlyOnceThroughAFailure(t *testing.T) {
 			return nil
 		})
 	}).UID("slow")
-	weir.SinkTo(slow, sink.Files(filepath.Join(dir, "out"), func(s string) string { return s }))
+	weir.SinkTo(slow, filesink.Files(filepath.Join(dir, "out"), func(s string) string { return s }))
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	// The job succeeds only by restarting after the injected failure.

@@ -68,7 +68,8 @@ func Produce(t testing.TB, seeds []string, records ...*kgo.Record) {
 }
 
 // ReadCommitted reads every committed record of topic, with read_committed
-// isolation, up to the end offsets (last stable offsets) it sees first, in
+// isolation, up to the last stable offsets it sees first (an open
+// transaction's records are not read), in
 // partition order.
 func ReadCommitted(t testing.TB, seeds []string, topic string) []*kgo.Record {
 	t.Helper()
@@ -88,7 +89,7 @@ func ReadCommittedErr(seeds []string, topic string) ([]*kgo.Record, error) {
 		return nil, err
 	}
 	defer adm.Close()
-	ends, err := kadm.NewClient(adm).ListEndOffsets(ctx, topic)
+	ends, err := kadm.NewClient(adm).ListCommittedOffsets(ctx, topic) // last stable offsets
 	if err == nil {
 		err = ends.Error()
 	}
@@ -106,43 +107,33 @@ func ReadCommittedErr(seeds []string, topic string) ([]*kgo.Record, error) {
 	if len(want) == 0 {
 		return nil, nil
 	}
-	cl, err := kgo.NewClient(kgo.SeedBrokers(seeds...), kgo.FetchIsolationLevel(kgo.ReadCommitted()),
+	cl, err := kgo.NewClient(kgo.SeedBrokers(seeds...), kgo.FetchIsolationLevel(kgo.ReadCommitted()), kgo.KeepControlRecords(),
 		kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{topic: starts}))
 	if err != nil {
 		return nil, err
 	}
 	defer cl.Close()
-	// A partition is read once a record at or beyond its last offset
-	// came; one whose last offsets are control records (transaction
-	// markers, never delivered) once fetches brought nothing for a
-	// second after every partition reported its end.
+	// Control records (transaction markers) are kept, so that every
+	// offset below a partition's end offset is seen: a partition is read
+	// once its last offset came, a data record or a marker.
 	byPart := map[int32][]*kgo.Record{}
-	quiet := 0
-	for len(want) > 0 && quiet < 4 {
-		pctx, pcancel := context.WithTimeout(ctx, 250*time.Millisecond)
-		fs := cl.PollFetches(pctx)
-		pcancel()
+	for len(want) > 0 {
+		fs := cl.PollFetches(ctx)
 		if err := ctx.Err(); err != nil {
 			return nil, fmt.Errorf("read %s: partitions %v not read to their end offsets: %w", topic, want, err)
 		}
 		var ferr error
-		fs.EachError(func(_ string, _ int32, err error) {
-			if err != context.DeadlineExceeded {
-				ferr = err
-			}
-		})
+		fs.EachError(func(_ string, _ int32, err error) { ferr = err })
 		if ferr != nil {
 			return nil, fmt.Errorf("read %s: %w", topic, ferr)
 		}
-		got := false
 		fs.EachPartition(func(p kgo.FetchTopicPartition) {
 			end, ok := want[p.Partition]
 			if !ok {
 				return
 			}
 			for _, r := range p.Records {
-				got = true
-				if r.Offset < end {
+				if r.Offset < end && !r.Attrs.IsControl() {
 					byPart[p.Partition] = append(byPart[p.Partition], r)
 				}
 				if r.Offset >= end-1 {
@@ -150,11 +141,6 @@ func ReadCommittedErr(seeds []string, topic string) ([]*kgo.Record, error) {
 				}
 			}
 		})
-		if got {
-			quiet = 0
-		} else {
-			quiet++
-		}
 	}
 	var out []*kgo.Record
 	for p := int32(0); len(byPart) > 0; p++ {

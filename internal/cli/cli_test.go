@@ -121,12 +121,12 @@ func TestUsageErrors(t *testing.T) {
 		want []string
 	}{
 		{"unknown job", []string{"run", "nosuch"},
-			[]string{`unknown job "nosuch"`, "valid jobs: counter, troubled, wordcount", "weir run --help"}},
+			[]string{`unknown job "nosuch"`, "valid jobs: counter, kafka-wordcount, troubled, wordcount", "weir run --help"}},
 		{"misspelt job", []string{"run", "wordcont", "--input", "x"},
 			[]string{`unknown job "wordcont"`, `did you mean "wordcount"?`}},
 		{"missing job", []string{"run"}, []string{"missing job", "wordcount"}},
 		{"unknown command", []string{"nosuch"}, []string{`unknown command "nosuch"`, "run"}},
-		{"missing command", nil, []string{"missing command", "bench, cancel, checkpoint, checkpoints, cluster, config, doctor, jobs, list, nexmark, run, savepoint, status, stop, taskmanager"}},
+		{"missing command", nil, []string{"missing command", "bench, cancel, checkpoint, checkpoints, cluster, config, dev, doctor, jobs, list, nexmark, run, savepoint, status, stop, taskmanager"}},
 		{"unknown config command", []string{"config", "values"}, []string{`unknown command "values"`, "keys"}},
 		{"extra argument", []string{"run", "wordcount", "extra"}, []string{`unexpected argument "extra"`}},
 		{"unknown flag", []string{"run", "wordcount", "--bogus"},

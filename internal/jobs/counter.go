@@ -12,6 +12,7 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/weirstream/weir"
+	"github.com/weirstream/weir/connector/kafka"
 	"github.com/weirstream/weir/sink"
 )
 
@@ -26,12 +27,19 @@ type Counter struct {
 	rate          float64
 	sinkDelay     time.Duration
 	output        string
+	// Through Kafka: numbers read from inputTopic (bounded: the records
+	// present at start) instead of generated, lines written to
+	// outputTopic instead of files.
+	kafkaFlags
+	inputTopic, outputTopic string
 }
 
 var _ Job = (*Counter)(nil)
 
 // NewCounter returns the counter job with default settings.
-func NewCounter() Job { return &Counter{records: 1_000_000, keys: 1000} }
+func NewCounter() Job {
+	return &Counter{records: 1_000_000, keys: 1000, kafkaFlags: kafkaFlags{delivery: "exactly-once", txnPrefix: "weir-counter"}}
+}
 
 // Name implements Job.
 func (c *Counter) Name() string { return "counter" }
@@ -57,7 +65,15 @@ record before writing it (the last millisecond of each wait is spun, so
 that small delays such as 20us cost what they say and burn a core while
 they do). The sink then backpressures the count operator and the source,
 and the network buffers between them fill up, which is what unaligned
-checkpoints are for. The output is the same as without the delay.`
+checkpoints are for. The output is the same as without the delay.
+
+Through Kafka (the same probe end to end): --input-topic reads the numbers
+(decimal record values) from a topic, bounded by the offsets at start,
+instead of generating them, and --output-topic writes the lines to a topic
+(the key as the record key) instead of --output, with --delivery
+exactly-once by default (transactions committed when checkpoints complete;
+read the topic with read_committed). Both need --kafka-brokers; --records
+and --rate apply to generated numbers only.`
 }
 
 // RegisterFlags implements Job.
@@ -66,7 +82,11 @@ func (c *Counter) RegisterFlags(fs *pflag.FlagSet) {
 	fs.Int64Var(&c.keys, "keys", c.keys, "number of distinct keys")
 	fs.Float64Var(&c.rate, "rate", 0, "records per second in total (0: as fast as possible)")
 	fs.DurationVar(&c.sinkDelay, "sink-delay", 0, "`duration` the sink spends on every record, per sink subtask, e.g. 20us or 2ms (0: no delay)")
-	fs.StringVar(&c.output, "output", "", "`directory` to write the part files to (required)")
+	fs.StringVar(&c.output, "output", "", "`directory` to write the part files to (this or --output-topic is required)")
+	fs.StringSliceVar(&c.brokers, "kafka-brokers", nil, "Kafka seed brokers, `host:port[,...]`, for --input-topic and --output-topic")
+	fs.StringVar(&c.inputTopic, "input-topic", "", "read the numbers from this Kafka `topic` (decimal values; the records present at start) instead of generating them")
+	fs.StringVar(&c.outputTopic, "output-topic", "", "write the lines \"key,count\" to this Kafka `topic` instead of --output")
+	c.kafkaFlags.register(fs)
 }
 
 // Validate implements Job.
@@ -84,8 +104,18 @@ func (c *Counter) Validate() error {
 	if c.sinkDelay < 0 {
 		errs = append(errs, fmt.Errorf("--sink-delay %v: must not be negative (0 for no delay, or a duration such as 20us or 2ms)", c.sinkDelay))
 	}
-	if c.output == "" {
-		errs = append(errs, errors.New("--output: a directory for the part files is required"))
+	switch {
+	case c.output == "" && c.outputTopic == "":
+		errs = append(errs, errors.New("--output: a directory for the part files is required (or --output-topic with --kafka-brokers)"))
+	case c.output != "" && c.outputTopic != "":
+		errs = append(errs, errors.New("--output and --output-topic: choose one"))
+	}
+	if c.inputTopic != "" || c.outputTopic != "" {
+		if err := c.kafkaFlags.validate("--kafka-brokers"); err != nil {
+			errs = append(errs, err)
+		}
+	} else if len(c.brokers) > 0 {
+		errs = append(errs, errors.New("--kafka-brokers: set --input-topic or --output-topic too"))
 	}
 	return errors.Join(errs...)
 }
@@ -93,7 +123,16 @@ func (c *Counter) Validate() error {
 // Build implements Job.
 func (c *Counter) Build(env *weir.Environment, _ io.Writer) error {
 	keys := c.keys
-	nums := weir.FromSource(env, numbers{count: c.records, rate: c.rate}).UID("counter-source")
+	var nums *weir.DataStream[int64]
+	if c.inputTopic != "" {
+		nums = weir.FromSource[int64](env, kafka.NewSource(kafka.SourceOptions{Client: kafka.Client{Brokers: c.brokers},
+			Topics: []string{c.inputTopic}, Bounded: true}, func(r *kafka.Record) (int64, error) {
+			return strconv.ParseInt(string(r.Value), 10, 64)
+		}))
+	} else {
+		nums = weir.FromSource(env, numbers{count: c.records, rate: c.rate})
+	}
+	nums.UID("counter-source")
 	counts := weir.KeyedProcess(weir.KeyBy(nums, func(i int64) int64 { return i % keys }),
 		func() weir.KeyedProcessFunction[int64, int64, string] { return &countPerKey{} }).
 		Name("Count").UID("counter-count")
@@ -106,6 +145,17 @@ func (c *Counter) Build(env *weir.Environment, _ io.Writer) error {
 			spend(d)
 			return s
 		}
+	}
+	if c.outputTopic != "" {
+		snk, err := c.sink(c.outputTopic, func(s string) (*kafka.Record, error) {
+			k, _, _ := strings.Cut(s, ",")
+			return &kafka.Record{Key: []byte(k), Value: []byte(format(s))}, nil
+		})
+		if err != nil {
+			return err
+		}
+		weir.SinkTo(counts, snk).UID("counter-sink")
+		return nil
 	}
 	weir.SinkTo[string](counts, sink.Files(c.output, format)).UID("counter-sink")
 	return nil

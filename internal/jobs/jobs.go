@@ -81,6 +81,7 @@ func Builtin() *Registry {
 	r.Add(NewWordCount)
 	r.Add(NewCounter)
 	r.Add(NewTroubled)
+	r.Add(NewKafkaWordCount)
 	return r
 }
 

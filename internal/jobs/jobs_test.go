@@ -21,7 +21,7 @@ func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
 func TestRegistry(t *testing.T) {
 	r := Builtin()
-	if got := r.Names(); !slices.Equal(got, []string{"counter", "troubled", "wordcount"}) {
+	if got := r.Names(); !slices.Equal(got, []string{"counter", "kafka-wordcount", "troubled", "wordcount"}) {
 		t.Fatalf("Names() = %v", got)
 	}
 	a, ok := r.New("wordcount")
@@ -32,7 +32,7 @@ func TestRegistry(t *testing.T) {
 	if _, ok := r.New("nosuch"); ok {
 		t.Fatalf("New(nosuch) succeeded")
 	}
-	if got := Builtin().Names(); len(got) != 3 {
+	if got := Builtin().Names(); len(got) != 4 {
 		t.Fatalf("registries share state: %v", got)
 	}
 	for _, bad := range []func() Job{NewWordCount, func() Job { return &WordCount{} }} {

@@ -166,3 +166,123 @@ func (countAgg) CreateAccumulator() int64      { return 0 }
 func (countAgg) Add(_ string, acc int64) int64 { return acc + 1 }
 func (countAgg) GetResult(acc int64) int64     { return acc }
 func (countAgg) Merge(a, b int64) int64        { return a + b }
+
+// timerLog records, for each event-time timer that fires, the watermark
+// that fired it and the test's phase then.
+type timerLog struct {
+	mu    sync.Mutex
+	fired map[int64][2]int64 // timer -> {watermark, phase}
+}
+
+func (l *timerLog) get(ts int64) ([2]int64, bool) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	v, ok := l.fired[ts]
+	return v, ok
+}
+
+// timersAt registers event-time timers at 20 s, 50 s and 90 s on its first
+// record and logs their firing.
+type timersAt struct {
+	log   *timerLog
+	phase *atomic.Int64
+	set   *weir.ValueState[bool]
+}
+
+func (f *timersAt) Open(ctx *weir.KeyedContext[int, string]) error {
+	var err error
+	f.set, err = weir.GetValueState(ctx, weir.ValueStateDescriptor[bool]{Name: "set"})
+	return err
+}
+
+func (f *timersAt) ProcessElement(ctx *weir.KeyedContext[int, string], _ string) error {
+	if ok, _ := f.set.Value(); !ok {
+		for _, s := range []int64{20, 50, 90} {
+			ctx.RegisterEventTimeTimer(s * 1000)
+		}
+		f.set.Update(true)
+	}
+	return nil
+}
+
+func (f *timersAt) OnTimer(ctx *weir.KeyedContext[int, string], t weir.Timer) error {
+	f.log.mu.Lock()
+	f.log.fired[t.Timestamp] = [2]int64{ctx.CurrentWatermark(), f.phase.Load()}
+	f.log.mu.Unlock()
+	return nil
+}
+
+// Per-partition watermarks (Flink's KafkaSource): one subtask reads three
+// partitions; partition 0 is at 100 s of event time, partition 1 (slow)
+// at 30 s, partition 2 is empty. The empty partition goes idle and does
+// not hold event time back (the 20 s timer fires; without WithIdleness it
+// never does); the slow one does: the watermark that fires the 20 s timer
+// is at most 30 s, and the 50 s timer fires only once partition 1 got
+// records past 50 s (phase 2). With one watermark for the whole subtask
+// the 50 s and 90 s timers would fire with the 20 s one, in phase 1.
+func TestPerPartitionWatermarksSlowAndIdlePartitions(t *testing.T) {
+	_, seeds := cluster(t)
+	kafkatest.CreateTopic(t, seeds, "wm", 3)
+	at := func(p int32, sec int) *kgo.Record {
+		return &kgo.Record{Topic: "wm", Partition: p, Value: []byte("x"), Timestamp: time.UnixMilli(int64(sec) * 1000)}
+	}
+	var recs []*kgo.Record
+	for s := 0; s <= 100; s += 10 {
+		recs = append(recs, at(0, s))
+	}
+	for s := 0; s <= 30; s += 10 {
+		recs = append(recs, at(1, s))
+	}
+	kafkatest.Produce(t, seeds, recs...)
+
+	env := weir.NewEnvironment(weir.Options{Parallelism: 1, Logger: quietLogger(), AutoWatermarkInterval: 20 * time.Millisecond})
+	src := NewSource(SourceOptions{Client: Client{Brokers: seeds}, Topics: []string{"wm"}, PartitionDiscoveryInterval: -1}, valueString)
+	s := weir.FromSourceWithWatermarks(env, src, weir.MonotonousTimestamps[string](nil).WithIdleness(100*time.Millisecond))
+	log := &timerLog{fired: map[int64][2]int64{}}
+	var phase atomic.Int64
+	phase.Store(1)
+	weir.SinkTo(weir.KeyedProcess(weir.KeyBy(s, func(string) int { return 0 }), func() weir.KeyedProcessFunction[int, string, string] {
+		return &timersAt{log: log, phase: &phase}
+	}), &gather{})
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	done := make(chan error, 1)
+	go func() { done <- env.Execute(ctx, "kafka-partition-watermarks") }()
+	await := func(ts int64) [2]int64 {
+		t.Helper()
+		deadline := time.Now().Add(30 * time.Second)
+		for {
+			if v, ok := log.get(ts); ok {
+				return v
+			}
+			select {
+			case err := <-done:
+				t.Fatalf("the job ended (%v) before the %d ms timer fired", err, ts)
+			default:
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("the %d ms timer did not fire within 30s (an idle partition holding event time back?)", ts)
+			}
+			time.Sleep(5 * time.Millisecond)
+		}
+	}
+	if v := await(20_000); v[0] > 30_000 || v[1] != 1 {
+		t.Fatalf("the 20 s timer fired at watermark %d in phase %d: the slow partition (at 30 s) did not hold event time back", v[0], v[1])
+	}
+	if v, ok := log.get(50_000); ok {
+		t.Fatalf("the 50 s timer fired at watermark %d before the slow partition passed 50 s", v[0])
+	}
+	phase.Store(2)
+	var more []*kgo.Record
+	for s := 40; s <= 100; s += 10 {
+		more = append(more, at(1, s))
+	}
+	kafkatest.Produce(t, seeds, more...)
+	for _, ts := range []int64{50_000, 90_000} {
+		if v := await(ts); v[1] != 2 {
+			t.Fatalf("the %d ms timer fired in phase %d", ts, v[1])
+		}
+	}
+	cancel()
+	<-done
+}

@@ -263,6 +263,12 @@ func (s *sink[T]) CreateWriter(ctx weir.SinkContext) (weir.SinkWriter[T], error)
 	if err := s.opts.checkInterval(ctx.CheckpointInterval); err != nil {
 		return nil, err
 	}
+	if s.opts.Delivery == ExactlyOnce && ctx.CheckpointInterval <= 0 && ctx.Subtask == 0 && ctx.Logger != nil {
+		ctx.Logger.Warn("kafka sink: exactly-once without checkpointing commits only at the end of a bounded input: "+
+			"on an unbounded input nothing becomes visible, and the brokers abort the open transactions after "+
+			"TransactionTimeout (transaction.timeout.ms); set execution.checkpointing.interval",
+			"prefix", s.opts.TransactionalIDPrefix, "transactionTimeout", s.opts.withDefaults().TransactionTimeout)
+	}
 	wctx, cancel := context.WithCancel(context.Background())
 	w := &writer[T]{s: s, ctx: ctx, wctx: wctx, cancel: cancel,
 		sent: ctx.Metrics.Counter("numRecordsSend"), sendErrors: ctx.Metrics.Counter("numRecordsSendErrors")}

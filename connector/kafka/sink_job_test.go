@@ -3,9 +3,11 @@ package kafka
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"math/rand/v2"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -143,7 +145,14 @@ func TestJobExactlyOnceWithoutCheckpoints(t *testing.T) {
 	t.Parallel()
 	const n = 5_000
 	seeds := sinkCluster(t, "out")
-	env := weir.NewEnvironment(weir.Options{Parallelism: 2, Logger: testLogger(), StateDir: filepath.Join(t.TempDir(), "state")})
+	var logBuf syncLog
+	env := weir.NewEnvironment(weir.Options{Parallelism: 2, Logger: slog.New(slog.NewTextHandler(&logBuf, nil)), StateDir: filepath.Join(t.TempDir(), "state")})
+	defer func() {
+		// The user is told that nothing commits before the end.
+		if !strings.Contains(logBuf.String(), "exactly-once without checkpointing commits only at the end of a bounded input") {
+			t.Errorf("no warning about exactly-once without checkpointing in the log:\n%s", logBuf.String())
+		}
+	}()
 	reg := metrics.NewRegistry()
 	var mu sync.Mutex
 	var writers []*writer[int64]
@@ -192,4 +201,22 @@ func TestJobExactlyOnceWithoutCheckpoints(t *testing.T) {
 		want[i] = strconv.Itoa(i)
 	}
 	expect(t, seeds, "out", want...)
+}
+
+// syncLog is a log destination safe for concurrent writers.
+type syncLog struct {
+	mu sync.Mutex
+	b  strings.Builder
+}
+
+func (l *syncLog) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *syncLog) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
 }

@@ -249,7 +249,7 @@ func TestRestoreTwiceFromSameCheckpoint(t *testing.T) {
 	for i, w := range []*writer[string]{w1, w2} {
 		_ = w.Write("zombie")
 		_, err := w.PreCommit(9)
-		if err == nil || !strings.Contains(err.Error(), "another producer uses transactional id twice-0-") {
+		if err == nil || !strings.Contains(err.Error(), "transactional id twice-0-") || !strings.Contains(err.Error(), "another producer uses it") {
 			t.Errorf("zombie of run %d: pre-commit: %v, want an error saying another producer uses its transactional id", i+1, err)
 		}
 		w.Close()

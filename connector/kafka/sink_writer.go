@@ -64,8 +64,9 @@ func (w *writer[T]) promise(id string) func(*kgo.Record, error) {
 		w.sendErrors.Inc()
 		switch {
 		case id != "" && (errors.Is(err, kerr.ProducerFenced) || errors.Is(err, kerr.InvalidProducerEpoch)):
-			err = fmt.Errorf("kafka sink: another producer uses transactional id %s (another job with the same TransactionalIDPrefix %q, or an earlier attempt of this one?): %w",
-				id, w.s.opts.TransactionalIDPrefix, err)
+			err = fmt.Errorf("kafka sink: transactional id %s was fenced: another producer uses it (another job with the same TransactionalIDPrefix %q, or an earlier attempt of this one?), "+
+				"or the brokers aborted its transaction after TransactionTimeout %s: %w",
+				id, w.s.opts.TransactionalIDPrefix, w.s.opts.withDefaults().TransactionTimeout, err)
 		case id != "":
 			err = fmt.Errorf("kafka sink: produce to %s[%d] in transaction %s: %w", r.Topic, r.Partition, id, err)
 		default:
@@ -176,8 +177,9 @@ func (w *writer[T]) PreCommit(int64) ([]byte, error) {
 	pid, epoch, err := t.cl.ProducerID(ctx)
 	if err != nil {
 		if errors.Is(err, kerr.ProducerFenced) || errors.Is(err, kerr.InvalidProducerEpoch) {
-			return nil, fmt.Errorf("kafka sink: another producer uses transactional id %s (another job with the same TransactionalIDPrefix %q?): %w",
-				t.id, w.s.opts.TransactionalIDPrefix, err)
+			return nil, fmt.Errorf("kafka sink: transactional id %s was fenced: another producer uses it (another job with the same TransactionalIDPrefix %q?), "+
+				"or the brokers aborted its transaction after TransactionTimeout %s: %w",
+				t.id, w.s.opts.TransactionalIDPrefix, w.s.opts.withDefaults().TransactionTimeout, err)
 		}
 		return nil, fmt.Errorf("kafka sink: producer id of transaction %s: %w", t.id, err)
 	}

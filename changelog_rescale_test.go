@@ -135,6 +135,7 @@ func TestChangelogFailureWhileFirstMaterializationUploads(t *testing.T) {
 	const n, keys = 60_000, 97
 	out := filepath.Join(dir, "out")
 	var failSubtask atomic.Int32
+	var fired atomic.Bool // the injected failure happened
 	run := func(changelog bool, restore string, stopAfter int64, h weir.TestHooks, fail *atomic.Bool) (runner.Result, error) {
 		opts := weir.Options{Parallelism: 2, StateDir: filepath.Join(dir, "state"), Logger: quietLogger(t),
 			Checkpoint: weir.CheckpointOptions{Interval: 10 * time.Millisecond, Dir: filepath.Join(dir, "chk"), RestorePath: restore},
@@ -155,8 +156,16 @@ func TestChangelogFailureWhileFirstMaterializationUploads(t *testing.T) {
 		env := weir.NewEnvironment(opts)
 		weir.SetTestHooks(env, h)
 		counterJobWith(env, n, keys, sink.Files(out, func(s string) string { return s }), counterHooks{
+			// Records stay slow until the injected failure fired: a
+			// loaded machine otherwise ended the input before the
+			// materialization armed it (seen in CI).
+			throttle: func(int64) bool { return fail != nil && !fired.Load() },
 			fail: func(subtask int, _ int64) bool {
-				return fail != nil && failSubtask.Load() == int32(subtask) && fail.CompareAndSwap(true, false)
+				if fail != nil && failSubtask.Load() == int32(subtask) && fail.CompareAndSwap(true, false) {
+					fired.Store(true)
+					return true
+				}
+				return false
 			}})
 		res, err := env.ExecuteResult(ctx, "counter")
 		if ctx.Err() == context.DeadlineExceeded {

@@ -38,37 +38,53 @@ func newMetricGroup(g *metrics.Group, log *slog.Logger) *MetricGroup {
 	return &MetricGroup{g: g, log: log, reserved: g.Names()}
 }
 
-// usable reports whether name may be registered as a metric of kind.
-func (g *MetricGroup) usable(name string, kind metrics.Kind) bool {
+// usable reports whether name may be registered: not empty, not one of
+// the operator's own metrics. Whether it is taken by another kind is
+// checked as it is registered (Group.TryCounter, TryGauge), in one step,
+// so concurrent callers cannot both pass.
+func (g *MetricGroup) usable(name string) bool {
 	if name == "" || slices.Contains(g.reserved, name) {
 		g.log.Warn("connector metric not registered: the name is empty or one of the operator's own metrics", "metric", name)
-		return false
-	}
-	if m, ok := g.g.Get(name); ok && m.Kind() != kind {
-		g.log.Warn("connector metric not registered: the name is taken by a metric of another kind",
-			"metric", name, "kind", kind.String(), "registered", m.Kind().String())
 		return false
 	}
 	return true
 }
 
+// otherKind logs that name was not registered as kind: it is taken by a
+// metric of another kind.
+func (g *MetricGroup) otherKind(name string, kind metrics.Kind) {
+	registered := "unknown"
+	if m, ok := g.g.Get(name); ok {
+		registered = m.Kind().String()
+	}
+	g.log.Warn("connector metric not registered: the name is taken by a metric of another kind",
+		"metric", name, "kind", kind.String(), "registered", registered)
+}
+
 // Counter registers (or returns, when registered before) the counter
 // called name.
 func (g *MetricGroup) Counter(name string) *Counter {
-	if g == nil || !g.usable(name, metrics.KindCounter) {
+	if g == nil || !g.usable(name) {
 		return &Counter{c: &metrics.Counter{}}
 	}
-	return &Counter{c: g.g.Counter(name)}
+	c, ok := g.g.TryCounter(name)
+	if !ok {
+		g.otherKind(name, metrics.KindCounter)
+		return &Counter{c: &metrics.Counter{}}
+	}
+	return &Counter{c: c}
 }
 
 // Gauge registers a gauge called name; value is read from other goroutines
 // (the REST API's, the Prometheus scraper's) and must be safe for that. A
 // second Gauge of the same name replaces the first one's function.
 func (g *MetricGroup) Gauge(name string, value func() float64) {
-	if g == nil || value == nil || !g.usable(name, metrics.KindGauge) {
+	if g == nil || value == nil || !g.usable(name) {
 		return
 	}
-	g.g.Gauge(name, value)
+	if _, ok := g.g.TryGauge(name, value); !ok {
+		g.otherKind(name, metrics.KindGauge)
+	}
 }
 
 // Group returns the child group whose metrics carry the extra label

@@ -394,6 +394,88 @@ func TestMetricGroupNilAndBadKeys(t *testing.T) {
 	}
 }
 
+// countingHandler is a slog.Handler that counts the records whose message
+// contains match.
+type countingHandler struct {
+	match string
+	n     *atomic.Int64
+}
+
+func (h countingHandler) Enabled(context.Context, slog.Level) bool { return true }
+func (h countingHandler) Handle(_ context.Context, r slog.Record) error {
+	if strings.Contains(r.Message, h.match) {
+		h.n.Add(1)
+	}
+	return nil
+}
+func (h countingHandler) WithAttrs([]slog.Attr) slog.Handler { return h }
+func (h countingHandler) WithGroup(string) slog.Handler      { return h }
+
+// Readers registering one name as a counter and as a gauge from several
+// goroutines at once: no panic (mistakes are logged, never panic), one
+// kind wins per name and the other is logged and not registered; a
+// refused counter still counts, on its own (run with -race).
+func TestMetricGroupConcurrentKinds(t *testing.T) {
+	// Goroutines of each kind walk the same names in the same order, so
+	// they meet on names all the time: before registration was one step
+	// under the group's lock, a counter and a gauge both passed the kind
+	// check and the second registration panicked.
+	const names, perKind = 2000, 2
+	var warned atomic.Int64
+	reg := metrics.NewRegistry()
+	op := reg.Group(metrics.ScopeOperator, metrics.Label{Name: metrics.LabelOperatorName, Value: "src"})
+	mg := newMetricGroup(op, slog.New(countingHandler{match: "another kind", n: &warned}))
+	counters := make([][]*Counter, perKind)
+	var wg sync.WaitGroup
+	start := make(chan struct{})
+	for k := range perKind {
+		counters[k] = make([]*Counter, names)
+		wg.Add(2)
+		go func() {
+			defer wg.Done()
+			<-start
+			for i := range names {
+				counters[k][i] = mg.Counter(fmt.Sprintf("m%d", i))
+				counters[k][i].Inc()
+			}
+		}()
+		go func() {
+			defer wg.Done()
+			<-start
+			for i := range names {
+				mg.Gauge(fmt.Sprintf("m%d", i), func() float64 { return -1 })
+			}
+		}()
+	}
+	close(start)
+	wg.Wait()
+	gauges := 0
+	for i := range names {
+		m, ok := op.Get(fmt.Sprintf("m%d", i))
+		switch {
+		case !ok:
+			t.Fatalf("m%d registered as neither kind", i)
+		case m.Kind() == metrics.KindGauge:
+			gauges++
+			for k := range perKind {
+				if c := counters[k][i].Count(); c != 1 {
+					t.Fatalf("m%d is a gauge; a refused counter counts %d, want 1 (its own)", i, c)
+				}
+			}
+			if m.Value() != -1 {
+				t.Fatalf("m%d: gauge reads %v, want -1", i, m.Value())
+			}
+		case m.Kind() != metrics.KindCounter || m.Value() != perKind:
+			t.Fatalf("m%d is %s %v, want the counter at %d (every goroutine's)", i, m.Kind(), m.Value(), perKind)
+		}
+	}
+	// Every refusal is logged: per name, each goroutine of the losing kind.
+	if got := warned.Load(); got != names*perKind {
+		t.Errorf("%d warnings of a name taken by another kind, want %d (each losing registration)", got, names*perKind)
+	}
+	t.Logf("%d of %d names went to the gauge", gauges, names)
+}
+
 // txnSink is a two-phase-commit sink that logs its commits and its
 // writers' checkpoint notifications in order.
 type txnSink struct{ log *orderLog }

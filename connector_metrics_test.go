@@ -15,7 +15,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	"github.com/weirstream/weir/internal/metrics"
+	"github.com/weirstream/weir/internal/metrics/prom"
 	"github.com/weirstream/weir/internal/rest"
 	"github.com/weirstream/weir/internal/task"
 )
@@ -474,6 +477,65 @@ func TestMetricGroupConcurrentKinds(t *testing.T) {
 		t.Errorf("%d warnings of a name taken by another kind, want %d (each losing registration)", got, names*perKind)
 	}
 	t.Logf("%d of %d names went to the gauge", gauges, names)
+}
+
+// A child group's key is compared with the group's labels as /metrics
+// exports it (characters outside [a-zA-Z0-9:_] replaced by '_'): a key
+// that becomes a label the group has already (operator-name, job.id, a
+// parent's key spelt differently) or is no valid Prometheus label name
+// (a leading digit, the reserved "__" prefix, a ':') is logged and the
+// group not created; the operator's labels on /metrics stay its own.
+func TestMetricGroupChildKeysAsExported(t *testing.T) {
+	var warned atomic.Int64
+	reg := metrics.NewRegistry()
+	op := reg.Group(metrics.ScopeOperator,
+		metrics.Label{Name: metrics.LabelJobID, Value: "job-1"},
+		metrics.Label{Name: metrics.LabelOperatorName, Value: "src"})
+	mg := newMetricGroup(op, slog.New(countingHandler{match: "group not created", n: &warned}))
+	bad := []string{"operator-name", "operator.name", "job.id", "0partition", "__name__", "__x", "a:b", ""}
+	for _, key := range bad {
+		if c := mg.Group(key, "evil"); c != nil {
+			c.Gauge("lag", func() float64 { return 1 })
+			t.Errorf("child group with key %q created (exported as %q)", key, prom.Filter(key))
+		}
+	}
+	if got := warned.Load(); got != int64(len(bad)) {
+		t.Errorf("%d warnings, want %d (one per refused key)", got, len(bad))
+	}
+	p := mg.Group("topic-partition", "3") // exported as topic_partition: valid
+	if p == nil {
+		t.Fatal("child group topic-partition refused")
+	}
+	for _, key := range []string{"topic_partition", "topic.partition"} {
+		if p.Group(key, "evil") != nil {
+			t.Errorf("grandchild with key %q created under its parent's topic-partition", key)
+		}
+	}
+	p.Gauge("lag", func() float64 { return 5 })
+
+	pr := prometheus.NewRegistry()
+	pr.MustRegister(prom.NewCollector(reg))
+	fams, err := pr.Gather()
+	if err != nil {
+		t.Fatalf("gathering /metrics: %v", err)
+	}
+	var series []string
+	for _, f := range fams {
+		for _, m := range f.GetMetric() {
+			var ls []string
+			for _, l := range m.GetLabel() {
+				ls = append(ls, l.GetName()+"="+l.GetValue())
+				if l.GetValue() == "evil" {
+					t.Errorf("%s has a label %s=evil from a refused key", f.GetName(), l.GetName())
+				}
+			}
+			series = append(series, f.GetName()+"{"+strings.Join(ls, ",")+"}")
+		}
+	}
+	want := "weir_taskmanager_job_task_operator_lag{job_id=job_1,operator_name=src,topic_partition=3}"
+	if len(series) != 1 || series[0] != want {
+		t.Fatalf("/metrics series %v, want [%s]", series, want)
+	}
 }
 
 // txnSink is a two-phase-commit sink that logs its commits and its

@@ -15,7 +15,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	"github.com/weirstream/weir/internal/metrics"
+	"github.com/weirstream/weir/internal/metrics/prom"
 	"github.com/weirstream/weir/internal/rest"
 	"github.com/weirstream/weir/internal/task"
 )
@@ -391,6 +394,147 @@ func TestMetricGroupNilAndBadKeys(t *testing.T) {
 		t.Fatalf("%d groups with partition=1", len(gs))
 	} else if m, _ := gs[0].Get("lag"); m.Kind() != metrics.KindGauge || m.Value() != 5 {
 		t.Fatalf("lag is %v", m)
+	}
+}
+
+// countingHandler is a slog.Handler that counts the records whose message
+// contains match.
+type countingHandler struct {
+	match string
+	n     *atomic.Int64
+}
+
+func (h countingHandler) Enabled(context.Context, slog.Level) bool { return true }
+func (h countingHandler) Handle(_ context.Context, r slog.Record) error {
+	if strings.Contains(r.Message, h.match) {
+		h.n.Add(1)
+	}
+	return nil
+}
+func (h countingHandler) WithAttrs([]slog.Attr) slog.Handler { return h }
+func (h countingHandler) WithGroup(string) slog.Handler      { return h }
+
+// Readers registering one name as a counter and as a gauge from several
+// goroutines at once: no panic (mistakes are logged, never panic), one
+// kind wins per name and the other is logged and not registered; a
+// refused counter still counts, on its own (run with -race).
+func TestMetricGroupConcurrentKinds(t *testing.T) {
+	// Goroutines of each kind walk the same names in the same order, so
+	// they meet on names all the time: before registration was one step
+	// under the group's lock, a counter and a gauge both passed the kind
+	// check and the second registration panicked.
+	const names, perKind = 2000, 2
+	var warned atomic.Int64
+	reg := metrics.NewRegistry()
+	op := reg.Group(metrics.ScopeOperator, metrics.Label{Name: metrics.LabelOperatorName, Value: "src"})
+	mg := newMetricGroup(op, slog.New(countingHandler{match: "another kind", n: &warned}))
+	counters := make([][]*Counter, perKind)
+	var wg sync.WaitGroup
+	start := make(chan struct{})
+	for k := range perKind {
+		counters[k] = make([]*Counter, names)
+		wg.Add(2)
+		go func() {
+			defer wg.Done()
+			<-start
+			for i := range names {
+				counters[k][i] = mg.Counter(fmt.Sprintf("m%d", i))
+				counters[k][i].Inc()
+			}
+		}()
+		go func() {
+			defer wg.Done()
+			<-start
+			for i := range names {
+				mg.Gauge(fmt.Sprintf("m%d", i), func() float64 { return -1 })
+			}
+		}()
+	}
+	close(start)
+	wg.Wait()
+	gauges := 0
+	for i := range names {
+		m, ok := op.Get(fmt.Sprintf("m%d", i))
+		switch {
+		case !ok:
+			t.Fatalf("m%d registered as neither kind", i)
+		case m.Kind() == metrics.KindGauge:
+			gauges++
+			for k := range perKind {
+				if c := counters[k][i].Count(); c != 1 {
+					t.Fatalf("m%d is a gauge; a refused counter counts %d, want 1 (its own)", i, c)
+				}
+			}
+			if m.Value() != -1 {
+				t.Fatalf("m%d: gauge reads %v, want -1", i, m.Value())
+			}
+		case m.Kind() != metrics.KindCounter || m.Value() != perKind:
+			t.Fatalf("m%d is %s %v, want the counter at %d (every goroutine's)", i, m.Kind(), m.Value(), perKind)
+		}
+	}
+	// Every refusal is logged: per name, each goroutine of the losing kind.
+	if got := warned.Load(); got != names*perKind {
+		t.Errorf("%d warnings of a name taken by another kind, want %d (each losing registration)", got, names*perKind)
+	}
+	t.Logf("%d of %d names went to the gauge", gauges, names)
+}
+
+// A child group's key is compared with the group's labels as /metrics
+// exports it (characters outside [a-zA-Z0-9:_] replaced by '_'): a key
+// that becomes a label the group has already (operator-name, job.id, a
+// parent's key spelt differently) or is no valid Prometheus label name
+// (a leading digit, the reserved "__" prefix, a ':') is logged and the
+// group not created; the operator's labels on /metrics stay its own.
+func TestMetricGroupChildKeysAsExported(t *testing.T) {
+	var warned atomic.Int64
+	reg := metrics.NewRegistry()
+	op := reg.Group(metrics.ScopeOperator,
+		metrics.Label{Name: metrics.LabelJobID, Value: "job-1"},
+		metrics.Label{Name: metrics.LabelOperatorName, Value: "src"})
+	mg := newMetricGroup(op, slog.New(countingHandler{match: "group not created", n: &warned}))
+	bad := []string{"operator-name", "operator.name", "job.id", "0partition", "__name__", "__x", "a:b", ""}
+	for _, key := range bad {
+		if c := mg.Group(key, "evil"); c != nil {
+			c.Gauge("lag", func() float64 { return 1 })
+			t.Errorf("child group with key %q created (exported as %q)", key, prom.Filter(key))
+		}
+	}
+	if got := warned.Load(); got != int64(len(bad)) {
+		t.Errorf("%d warnings, want %d (one per refused key)", got, len(bad))
+	}
+	p := mg.Group("topic-partition", "3") // exported as topic_partition: valid
+	if p == nil {
+		t.Fatal("child group topic-partition refused")
+	}
+	for _, key := range []string{"topic_partition", "topic.partition"} {
+		if p.Group(key, "evil") != nil {
+			t.Errorf("grandchild with key %q created under its parent's topic-partition", key)
+		}
+	}
+	p.Gauge("lag", func() float64 { return 5 })
+
+	pr := prometheus.NewRegistry()
+	pr.MustRegister(prom.NewCollector(reg))
+	fams, err := pr.Gather()
+	if err != nil {
+		t.Fatalf("gathering /metrics: %v", err)
+	}
+	var series []string
+	for _, f := range fams {
+		for _, m := range f.GetMetric() {
+			var ls []string
+			for _, l := range m.GetLabel() {
+				ls = append(ls, l.GetName()+"="+l.GetValue())
+				if l.GetValue() == "evil" {
+					t.Errorf("%s has a label %s=evil from a refused key", f.GetName(), l.GetName())
+				}
+			}
+			series = append(series, f.GetName()+"{"+strings.Join(ls, ",")+"}")
+		}
+	}
+	want := "weir_taskmanager_job_task_operator_lag{job_id=job_1,operator_name=src,topic_partition=3}"
+	if len(series) != 1 || series[0] != want {
+		t.Fatalf("/metrics series %v, want [%s]", series, want)
 	}
 }
 

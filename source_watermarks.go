@@ -17,7 +17,10 @@ import (
 //     of its own (and, with WithIdleness, an idleness timer of its own).
 //     Records the reader emits to the collector itself, of no split, feed
 //     one more, subtask-wide generator, which takes part once it has seen
-//     a record.
+//     a record with a timestamp. A record of no split without a timestamp
+//     (a strategy without a timestamp function) passes on without one and
+//     touches no watermark: it neither holds the minimum at none nor keeps
+//     the subtask from turning idle.
 //   - Every AutoWatermarkInterval the subtask emits the minimum of the
 //     watermarks of the outputs that are not idle, when it is higher than
 //     the last one emitted (a split without records yet holds it at
@@ -41,7 +44,10 @@ import (
 // from the subtask's goroutine only, within ReadBatch.
 type SplitCollector[T any] interface {
 	// Collector emits records of no split: a subtask-wide generator
-	// (and idleness timer) makes their watermarks.
+	// (and idleness timer) makes their watermarks. It counts for the
+	// subtask's watermark once it has seen a record with a timestamp
+	// (from the strategy's timestamp function): records without one
+	// never hold event time back.
 	Collector[T]
 	// Split returns split id's output (created on first use): its records
 	// drive a watermark generator and an idleness timer of their own. The
@@ -173,8 +179,8 @@ type splitOutput[T any] struct {
 	w        *splitWatermarks[T]
 	gen      watermark.Generator
 	idleness *watermark.Idleness // gen itself, nil without WithIdleness
-	// used is set by the first record: the subtask-wide output counts for
-	// the watermark only from then on.
+	// used is set by the first record with a timestamp: the subtask-wide
+	// output counts for the watermark only from then on.
 	used bool
 }
 
@@ -222,17 +228,24 @@ func (o *splitOutput[T]) Collect(v T) { o.emit(v, task.NoTimestamp) }
 func (o *splitOutput[T]) CollectWithTimestamp(v T, ts int64) { o.emit(v, ts) }
 
 // emit gives v its timestamp (the strategy's function's, else ts), feeds
-// the output's generator and sends v on.
+// the output's generator and sends v on. A record of no split without a
+// timestamp only passes on: counting it would make the subtask-wide output
+// count at none, or keep it from turning idle, with no timestamp ever to
+// move it.
 func (o *splitOutput[T]) emit(v T, ts int64) {
 	w := o.w
 	if w.ws.timestamp != nil {
 		ts = w.ws.timestamp(v)
 	}
-	o.gen.OnEvent(ts) // NoTimestamp leaves a generator's maximum alone but counts as activity
-	o.used = true
-	if w.idle {
-		w.idle = false
-		w.ctx.EmitIdle(false)
+	if ts != task.NoTimestamp || o != &w.main {
+		o.gen.OnEvent(ts) // NoTimestamp (a split's) leaves a generator's maximum alone but counts as activity
+		if ts != task.NoTimestamp {
+			o.used = true
+		}
+		if w.idle {
+			w.idle = false
+			w.ctx.EmitIdle(false)
+		}
 	}
 	w.tr.Timestamp = ts
 	w.out.Collect(v)

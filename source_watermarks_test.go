@@ -212,9 +212,11 @@ func TestSplitWatermarksIdleness(t *testing.T) {
 }
 
 // Records of no split drive the subtask-wide generator, which counts once
-// it has seen a record; the strategy's timestamp function takes precedence
-// over CollectWithTimestamp; without one, a record collected without a
-// timestamp carries none.
+// it has seen a record with a timestamp: a record collected without one
+// (no timestamp function) carries none and never holds event time back,
+// neither in the minimum nor by keeping the subtask from turning idle. The
+// strategy's timestamp function takes precedence over
+// CollectWithTimestamp.
 func TestSplitWatermarksTimestamps(t *testing.T) {
 	w, ctx, out := newTestSplitWatermarks(MonotonousTimestamps[int64](nil))
 	s := w.Split("s")
@@ -223,14 +225,43 @@ func TestSplitWatermarksTimestamps(t *testing.T) {
 	if got := ctx.lastWM(); got != 49 {
 		t.Fatalf("watermark %d, want 49: the unused subtask-wide output must not hold it back", got)
 	}
-	w.Collect(2) // no timestamp: passes on without one, but the subtask-wide output now counts
+	w.Collect(2) // no timestamp: passes on without one, and the subtask-wide output still does not count
 	s.CollectWithTimestamp(3, 80)
 	tick(t, w, ctx)
-	if got := ctx.lastWM(); got != 49 {
-		t.Fatalf("watermark %d, want still 49: the subtask-wide output has a record but no timestamp", got)
+	if got := ctx.lastWM(); got != 79 {
+		t.Fatalf("watermark %d, want 79: a record of no split without a timestamp froze the watermark", got)
 	}
-	if got := out.got[1]; got.ts != task.NoTimestamp {
-		t.Fatalf("a record collected without timestamp carries %d, want none", got.ts)
+	for ts := int64(100); ts <= 300; ts += 100 {
+		w.Collect(ts)
+		s.CollectWithTimestamp(ts, ts)
+		tick(t, w, ctx)
+		if got := ctx.lastWM(); got != ts-1 {
+			t.Fatalf("watermark %d, want %d: records of no split without timestamps hold it back", got, ts-1)
+		}
+	}
+	if got := out.got[1]; got != (stamped{2, task.NoTimestamp}) {
+		t.Fatalf("a record collected without timestamp passed on as %v, want {2 %d} (none)", got, task.NoTimestamp)
+	}
+
+	// With WithIdleness and no splits, a steady stream of records without
+	// timestamps does not keep the subtask active (with no watermark,
+	// holding back every task downstream): it turns idle after the
+	// timeout, and stays idle while they keep coming.
+	wi, ctxi, outi := newTestSplitWatermarks(MonotonousTimestamps[int64](nil).WithIdleness(50 * time.Millisecond))
+	for i := range int64(20) {
+		wi.Collect(i)
+		tick(t, wi, ctxi)
+	}
+	if !slices.Equal(ctxi.events, []string{"idle"}) || len(outi.got) != 20 {
+		t.Fatalf("records of no split without timestamps: events %v, want [idle]; %d records passed on, want 20", ctxi.events, len(outi.got))
+	}
+	// A split's record makes it active at once, and the split's timestamps
+	// alone make the watermark.
+	wi.Split("s").CollectWithTimestamp(0, 500)
+	wi.Collect(21)
+	tick(t, wi, ctxi)
+	if !slices.Equal(ctxi.events, []string{"idle", "active", "wm 499"}) {
+		t.Fatalf("events %v, want [idle active wm 499]", ctxi.events)
 	}
 
 	w2, ctx2, out2 := newTestSplitWatermarks(MonotonousTimestamps(func(v int64) int64 { return v * 10 }))
@@ -361,5 +392,28 @@ func TestAssignTimestampsAndWatermarksNeedsTimestampFunction(t *testing.T) {
 	err := env.Execute(context.Background(), "no-timestamps")
 	if err == nil || !strings.Contains(err.Error(), "no timestamp function") || !strings.Contains(err.Error(), "FromSourceWithWatermarks") {
 		t.Fatalf("Execute = %v, want the missing timestamp function named", err)
+	}
+}
+
+// A reader that collects records of no split, through
+// FromSourceWithWatermarks with a strategy without a timestamp function,
+// gives an event-time window records without timestamps: the job fails,
+// and the error says how to give them one in both ways.
+func TestFromSourceWithWatermarksNoTimestampWindowError(t *testing.T) {
+	clk := clock.NewManual(time.UnixMilli(0))
+	env := testEnv(t, BackendHashMap, clk)
+	src := steppedEvents{events: []ev{{"a", 1, 1}, {"a", 2, 1}}, clk: clk, step: time.Millisecond}
+	s := FromSourceWithWatermarks(env, src, MonotonousTimestamps[ev](nil)).SetParallelism(1).WithCodec(evCodec)
+	w := Window(KeyBy(s, func(e ev) string { return e.Key }), TumblingEventTimeWindows(20*time.Millisecond))
+	SinkTo(ReduceWindows(w, func(a, b ev) ev { return a },
+		func(k string, _ TimeWindow, _ ev) string { return k }), &gathered[string]{})
+	err := env.Execute(context.Background(), "no-timestamps-window")
+	if err == nil {
+		t.Fatal("Execute succeeded: an event-time window took records without timestamps")
+	}
+	for _, want := range []string{"without a timestamp", "AssignTimestampsAndWatermarks", "FromSourceWithWatermarks", "timestamp function", "CollectWithTimestamp"} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("Execute = %v; want it to mention %q", err, want)
+		}
 	}
 }

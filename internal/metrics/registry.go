@@ -83,17 +83,48 @@ func (g *Group) descendants(out []*Group) []*Group {
 	return out
 }
 
-// Counter registers (or returns) the counter called name.
+// Counter registers (or returns) the counter called name. It panics if
+// name is registered as another kind: weir's own metrics use TryCounter
+// where a name may come from a user.
 func (g *Group) Counter(name string) *Counter {
 	return register(g, name, func() *Counter { return &Counter{} })
 }
 
+// TryCounter registers (or returns) the counter called name, as Counter,
+// but returns ok false, registering nothing, if name is registered as
+// another kind (which Get tells). The check and the registration are one
+// step under the group's lock: two goroutines registering one name as two
+// kinds get one metric and one refusal, never a panic.
+func (g *Group) TryCounter(name string) (c *Counter, ok bool) {
+	return tryRegister(g, name, func() *Counter { return &Counter{} })
+}
+
 // Gauge registers a gauge called name that reads f. A second Gauge of the
-// same name replaces the function.
+// same name replaces the function. It panics if name is registered as
+// another kind (see TryGauge).
 func (g *Group) Gauge(name string, f func() float64) *Gauge {
-	gg := register(g, name, func() *Gauge { return &Gauge{} })
-	gg.f.Store(&f)
+	gg, ok := g.TryGauge(name, f)
+	if !ok {
+		panicKind(g, name, KindGauge)
+	}
 	return gg
+}
+
+// TryGauge registers a gauge called name that reads f, as Gauge, but
+// returns ok false, registering nothing, if name is registered as another
+// kind (see TryCounter).
+func (g *Group) TryGauge(name string, f func() float64) (gg *Gauge, ok bool) {
+	gg, ok = tryRegister(g, name, func() *Gauge {
+		// The function is in place before the gauge is visible to
+		// readers (Each, Get): none sees a gauge without one.
+		n := &Gauge{}
+		n.f.Store(&f)
+		return n
+	})
+	if ok {
+		gg.f.Store(&f) // a gauge registered before: replace its function
+	}
+	return gg, ok
 }
 
 // Meter registers (or returns) a meter called name: the rate per second of
@@ -111,19 +142,35 @@ func (g *Group) Histogram(name string, window int) *Histogram {
 	return register(g, name, func() *Histogram { return &Histogram{values: make([]float64, window)} })
 }
 
+// register is tryRegister for weir's own metrics, whose names are fixed:
+// a name registered as two kinds is a bug, and it panics.
 func register[M Metric](g *Group, name string, create func() M) M {
+	m, ok := tryRegister(g, name, create)
+	if !ok {
+		var zero M
+		panicKind(g, name, zero.Kind())
+	}
+	return m
+}
+
+// tryRegister returns the metric called name if it is an M, registering
+// create's when there is none; ok is false if name is another kind.
+func tryRegister[M Metric](g *Group, name string, create func() M) (m M, ok bool) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	if m, ok := g.metrics[name]; ok {
-		if mm, ok := m.(M); ok {
-			return mm
-		}
-		panic(fmt.Sprintf("metrics: %s %q registered again as a %s", m.Kind(), name, create().Kind()))
+	if old, found := g.metrics[name]; found {
+		m, ok = old.(M)
+		return m, ok
 	}
-	m := create()
+	m = create()
 	g.metrics[name] = m
 	g.names = append(g.names, name)
-	return m
+	return m, true
+}
+
+func panicKind(g *Group, name string, kind Kind) {
+	old, _ := g.Get(name)
+	panic(fmt.Sprintf("metrics: %s %q registered again as a %s", old.Kind(), name, kind))
 }
 
 // Get returns the metric called name.

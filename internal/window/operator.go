@@ -103,7 +103,7 @@ func (o *Operator[K, IN]) Process(v IN) error {
 		var ok bool
 		ts, ok = o.tr.Timestamp, o.tr.Timestamp != task.NoTimestamp
 		if !ok {
-			return errors.New("event-time window got a record without a timestamp: assign them with AssignTimestampsAndWatermarks")
+			return errors.New("event-time window got a record without a timestamp: assign them with AssignTimestampsAndWatermarks, or with FromSourceWithWatermarks and a strategy with a timestamp function (or a reader that emits with SplitOutput.CollectWithTimestamp)")
 		}
 	} else {
 		ts = o.op.Now().UnixMilli()

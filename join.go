@@ -235,7 +235,7 @@ func (j *intervalJoin[K, IN1, IN2, OUT]) Open(ctx *KeyedContext[K, OUT]) error {
 func eventTime[K, OUT any](ctx *KeyedContext[K, OUT]) (int64, error) {
 	ts, ok := ctx.Timestamp()
 	if !ok {
-		return 0, errors.New("IntervalJoin got a record without a timestamp: assign them with AssignTimestampsAndWatermarks")
+		return 0, errors.New("IntervalJoin got a record without a timestamp: assign them with AssignTimestampsAndWatermarks, or with FromSourceWithWatermarks and a strategy with a timestamp function (or a reader that emits with SplitOutput.CollectWithTimestamp)")
 	}
 	return ts, nil
 }

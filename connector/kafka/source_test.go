@@ -601,9 +601,12 @@ func TestOffsetsCommittedOnCheckpointComplete(t *testing.T) {
 func TestMissingTopicFailsClearly(t *testing.T) {
 	_, seeds := cluster(t)
 	src := NewSource(SourceOptions{Client: Client{Brokers: seeds}, Topics: []string{"nope"}}, valueString)
-	_, err := src.CreateReader(weir.SourceContext{Parallelism: 1})
+	r, err := src.CreateReader(weir.SourceContext{Parallelism: 1})
 	if err == nil || !strings.Contains(err.Error(), `topic "nope"`) {
 		t.Fatalf("error %v, want one naming the missing topic", err)
+	}
+	if r != nil { // a typed nil *reader would be a non-nil interface
+		t.Fatalf("CreateReader returned reader %#v with its error, want nil", r)
 	}
 	t.Log(err)
 }

@@ -74,6 +74,8 @@ type reader[T any] struct {
 	cur        []*kgo.Record
 	pos        int
 
+	fetchWarned map[tp]time.Time // when a partition's retriable fetch error was last logged
+
 	pending []snapshotOffsets // offsets of snapshots not yet committed, oldest first
 
 	// Per-split outputs of a weir.SplitCollector (FromSourceWithWatermarks),
@@ -124,7 +126,7 @@ func newReader[T any](src *Source[T], sctx weir.SourceContext, store knownStore)
 	r := &reader[T]{src: src, opts: o, log: log, subtask: sctx.Subtask, parallel: sctx.Parallelism,
 		committed: o.IsolationLevel == ReadCommitted, splits: map[tp]*split{}, known: map[tp]bool{},
 		knownState: store, fetches: make(chan kgo.Fetches, 1), discovered: make(chan []split, 1),
-		ready: make(chan struct{}, 1), outs: map[tp]weir.SplitOutput[T]{}, metrics: sctx.Metrics, pm: map[tp]*partMetrics{}}
+		ready: make(chan struct{}, 1), fetchWarned: map[tp]time.Time{}, outs: map[tp]weir.SplitOutput[T]{}, metrics: sctx.Metrics, pm: map[tp]*partMetrics{}}
 	r.metrics.Gauge("records-lag-max", r.lagMax)
 	if o.TopicPattern != "" {
 		r.pattern = regexp.MustCompile("^(?:" + o.TopicPattern + ")$") // validated
@@ -341,7 +343,10 @@ func (r *reader[T]) poll() {
 		if r.ctx.Err() != nil || fs.IsClientClosed() {
 			return
 		}
-		if fs.Empty() {
+		// Empty counts records only: a fetch holding only errors (a
+		// non-retriable one franz-go gives up on, such as
+		// TOPIC_AUTHORIZATION_FAILED) must reach the subtask too.
+		if fs.Empty() && !hasErrors(fs) {
 			continue
 		}
 		select {
@@ -352,6 +357,27 @@ func (r *reader[T]) poll() {
 		}
 	}
 }
+
+// hasErrors says whether fs holds an error other than the end of the
+// poll (context canceled, client closed).
+func hasErrors(fs kgo.Fetches) bool {
+	for _, e := range fs.Errors() {
+		if !ignoredFetchErr(e.Err) {
+			return true
+		}
+	}
+	return false
+}
+
+// ignoredFetchErr says whether a fetch error only ends the poll: Close
+// canceled it or closed the client.
+func ignoredFetchErr(err error) bool {
+	return errors.Is(err, context.Canceled) || errors.Is(err, kgo.ErrClientClosed)
+}
+
+// fetchWarnEvery is how often at most a partition's retriable fetch
+// errors are logged.
+const fetchWarnEvery = 10 * time.Second
 
 // signal wakes the subtask if it waits for data.
 func (r *reader[T]) signal() {
@@ -459,13 +485,20 @@ func (r *reader[T]) nextFetch() (bool, error) {
 	default:
 		return false, nil
 	}
+	// franz-go retries retriable fetch errors itself (and keeps them from
+	// the poll unless told to); any other error is one it gives up on:
+	// authorization, an unknown server error, data loss, a corrupt batch.
 	for _, e := range fs.Errors() {
 		switch {
-		case errors.Is(e.Err, context.Canceled), errors.Is(e.Err, kgo.ErrClientClosed):
+		case ignoredFetchErr(e.Err):
 		case kerr.IsRetriable(e.Err):
-			r.log.Warn("kafka source: fetch failed, retrying", "partition", tp{e.Topic, e.Partition}.String(), "err", e.Err)
+			p := tp{e.Topic, e.Partition}
+			if now := time.Now(); now.Sub(r.fetchWarned[p]) >= fetchWarnEvery {
+				r.fetchWarned[p] = now
+				r.log.Warn("kafka source: fetch failed, retrying", "subtask", r.subtask, "partition", p.String(), "err", e.Err)
+			}
 		default:
-			return false, fmt.Errorf("kafka source: fetch %s partition %d: %w", e.Topic, e.Partition, e.Err)
+			return false, fmt.Errorf("kafka source: fetch of topic %q partition %d failed (not retriable): %w", e.Topic, e.Partition, e.Err)
 		}
 	}
 	r.cur, r.pos = r.cur[:0], 0

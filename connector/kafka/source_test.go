@@ -427,6 +427,63 @@ func TestFetchErrorsAreRetried(t *testing.T) {
 	}
 }
 
+// readUntilErr reads r until ReadBatch fails and returns the error; it
+// fails the test if r reads on without an error for 20 s.
+func readUntilErr[T any](t *testing.T, r *reader[T], out *collect[T]) error {
+	t.Helper()
+	deadline := time.NewTimer(20 * time.Second)
+	defer deadline.Stop()
+	for {
+		st, err := r.ReadBatch(out)
+		switch {
+		case err != nil:
+			return err
+		case st == weir.EndOfInput:
+			t.Fatalf("the reader ended after %d records without an error", len(out.got))
+		case st == weir.NothingAvailable:
+			select {
+			case <-r.Ready():
+			case <-deadline.C:
+				t.Fatalf("no error in 20s (%d records read)", len(out.got))
+			}
+		}
+	}
+}
+
+// A fetch error franz-go does not retry fails ReadBatch, naming the
+// partition, also when the fetch holds no records: a persistent
+// TOPIC_AUTHORIZATION_FAILED, and a single UNKNOWN_SERVER_ERROR (kerr
+// counts it non-retriable, so franz-go hands it over rather than retry).
+func TestFatalFetchErrorFailsRead(t *testing.T) {
+	for _, c := range []struct {
+		err   *kerr.Error
+		count int
+	}{{kerr.TopicAuthorizationFailed, -1}, {kerr.UnknownServerError, 1}} {
+		t.Run(c.err.Message, func(t *testing.T) {
+			if kerr.IsRetriable(c.err) {
+				t.Fatalf("%v is retriable: this test wants one franz-go gives up on", c.err)
+			}
+			cl, seeds := cluster(t)
+			kafkatest.CreateTopic(t, seeds, "ff", 1)
+			produce(t, seeds, "ff", []int32{0}, 0, 5, time.Now())
+			// The error replaces the records: the fetch holds no record.
+			h := cl.Fault(kfake.Fault{Keys: []kmsg.Key{kmsg.Fetch}, Topic: "ff", Err: c.err, Count: c.count})
+			defer h.Remove()
+			s := NewSource(SourceOptions{Client: Client{Brokers: seeds}, Topics: []string{"ff"}, PartitionDiscoveryInterval: -1}, valueString)
+			r := open(t, s, weir.SourceContext{Parallelism: 1, Logger: quietLogger()}, nil)
+			out := &collect[string]{}
+			err := readUntilErr(t, r, out)
+			if !errors.Is(err, c.err) || !strings.Contains(err.Error(), `topic "ff" partition 0`) {
+				t.Fatalf("error %v, want %v naming topic ff partition 0", err, c.err)
+			}
+			if h.Hits() == 0 {
+				t.Fatal("the fault never fired")
+			}
+			t.Logf("%d records read before: %v", len(out.got), err)
+		})
+	}
+}
+
 func TestPartitionDiscovery(t *testing.T) {
 	_, seeds := cluster(t)
 	kafkatest.CreateTopic(t, seeds, "disc", 2)

@@ -169,11 +169,18 @@ func newReader[T any](src *Source[T], sctx weir.SourceContext, store knownStore)
 // this subtask owns from their starting offsets.
 func (r *reader[T]) assign(restored [][]byte) error {
 	if restored != nil {
+		sps := make([]split, 0, len(restored))
 		for _, b := range restored {
 			sp, err := decodeSplit(b)
 			if err != nil {
 				return fmt.Errorf("kafka source: restore: %w", err)
 			}
+			sps = append(sps, sp)
+		}
+		if err := r.checkRestored(sps); err != nil {
+			return err
+		}
+		for _, sp := range sps {
 			r.add(sp)
 		}
 		for _, s := range r.knownState.Get() {
@@ -219,6 +226,47 @@ func (r *reader[T]) assign(restored [][]byte) error {
 		r.add(sp)
 	}
 	r.log.Info("kafka source assigned", "subtask", r.subtask, "partitions", len(r.splits), "of", len(all))
+	return nil
+}
+
+// checkRestored fails when a restored split resumes past its partition's
+// end: the topic was deleted and re-created, or its log truncated (an
+// unclean leader election). Reading on would go wrong silently: the
+// client resets an offset out of range to the log start, and the records
+// before the checkpoint's offset would be skipped as read already, or,
+// resumed from the start, read twice. Flink's KafkaSource resets such a
+// split as the consumer's auto.offset.reset says (the starting offsets'
+// reset strategy) and goes on; weir fails the restore, naming the
+// partition and both offsets, so that someone decides (start afresh
+// without the checkpoint). A split before the log start resumes at the
+// log start, as in Flink: retention deleted the records between.
+func (r *reader[T]) checkRestored(sps []split) error {
+	if len(sps) == 0 {
+		return nil
+	}
+	offs := make(map[tp]int64, len(sps))
+	for _, sp := range sps {
+		offs[sp.tp] = sp.next
+	}
+	ctx, cancel := context.WithTimeout(r.ctx, adminTimeout)
+	defer cancel()
+	starts, ends, err := logBounds(ctx, r.adm, offs)
+	if err != nil {
+		return fmt.Errorf("kafka source: restore: %w", err)
+	}
+	for _, sp := range sps {
+		s, _ := starts.Lookup(sp.topic, sp.partition)
+		e, _ := ends.Lookup(sp.topic, sp.partition)
+		switch {
+		case sp.next > e.Offset:
+			return fmt.Errorf("kafka source: restore: partition %s: the checkpoint resumes it at offset %d, past its end %d (log start %d): "+
+				"was the topic re-created or its log truncated? Records would be skipped or read twice; start the job without this checkpoint",
+				sp.tp, sp.next, e.Offset, s.Offset)
+		case sp.next < s.Offset:
+			r.log.Warn("kafka source: the checkpoint's offset of a partition was deleted by retention; resuming at the log start",
+				"subtask", r.subtask, "partition", sp.tp.String(), "offset", sp.next, "log start", s.Offset)
+		}
+	}
 	return nil
 }
 

@@ -203,6 +203,16 @@ func snapshot[T any](t *testing.T, r *reader[T]) []split {
 	return out
 }
 
+// splitsString shows splits with their offsets (a split's String is its
+// partition's).
+func splitsString(sps []split) string {
+	var b strings.Builder
+	for _, sp := range sps {
+		fmt.Fprintf(&b, "[%s next %d stop %d]", sp.tp, sp.next, sp.stop)
+	}
+	return b.String()
+}
+
 func sorted(v []string) []string { v = slices.Clone(v); slices.Sort(v); return v }
 
 func TestStartingOffsets(t *testing.T) {
@@ -214,6 +224,11 @@ func TestStartingOffsets(t *testing.T) {
 	os := make(kadm.Offsets)
 	os.AddOffset("so", 0, 3, -1)
 	if r, err := adm.CommitOffsets(context.Background(), "g", os); err != nil || r.Error() != nil {
+		t.Fatalf("commit: %v %v", err, r.Error())
+	}
+	past := make(kadm.Offsets) // past the log end
+	past.AddOffset("so", 1, 50, -1)
+	if r, err := adm.CommitOffsets(context.Background(), "past", past); err != nil || r.Error() != nil {
 		t.Fatalf("commit: %v %v", err, r.Error())
 	}
 	for _, c := range []struct {
@@ -229,6 +244,9 @@ func TestStartingOffsets(t *testing.T) {
 		{Timestamp(base.Add(6 * time.Second)), "", map[int32]int64{0: 6, 1: 6}},
 		{Timestamp(base.Add(time.Hour)), "", map[int32]int64{0: 10, 1: 10}},
 		{Offsets(map[string]map[int32]int64{"so": {1: 7}}, Latest()), "", map[int32]int64{0: 10, 1: 7}},
+		// Offsets past the log end start at the end.
+		{Offsets(map[string]map[int32]int64{"so": {0: 20, 1: 7}}, Earliest()), "", map[int32]int64{0: 10, 1: 7}},
+		{Committed(Earliest()), "past", map[int32]int64{0: 0, 1: 10}},
 	} {
 		s := NewSource(SourceOptions{Client: Client{Brokers: seeds}, Topics: []string{"so"}, GroupID: c.group,
 			StartingOffsets: c.init, PartitionDiscoveryInterval: -1}, valueString)
@@ -251,6 +269,90 @@ func TestStartingOffsets(t *testing.T) {
 			t.Errorf("%s: read %v, want %v", c.init, sorted(out.got), sorted(wantVals))
 		}
 		r.Close()
+	}
+}
+
+// An explicit offset past the log end starts at the end: the records
+// produced afterwards are all read (the client would reset the offset
+// out of range to the log start, and the reader skip the records below
+// the offset asked for).
+func TestExplicitOffsetPastTheEnd(t *testing.T) {
+	_, seeds := cluster(t)
+	kafkatest.CreateTopic(t, seeds, "pe", 1)
+	produce(t, seeds, "pe", []int32{0}, 0, 5, time.Now())
+	s := NewSource(SourceOptions{Client: Client{Brokers: seeds}, Topics: []string{"pe"},
+		StartingOffsets: Offsets(map[string]map[int32]int64{"pe": {0: 20}}, Earliest()), PartitionDiscoveryInterval: -1}, valueString)
+	r := open(t, s, weir.SourceContext{Parallelism: 1}, nil)
+	if sps := snapshot(t, r); len(sps) != 1 || sps[0].next != 5 {
+		t.Fatalf("splits %s, want pe/0 starting at the log end 5", splitsString(sps))
+	}
+	produce(t, seeds, "pe", []int32{0}, 5, 20, time.Now()) // offsets 5..24
+	out := &collect[string]{}
+	drain(t, r, out, func() bool { return len(out.got) >= 20 })
+	if fmt.Sprint(out.got) != fmt.Sprint(want([]int32{0}, 5, 20)) {
+		t.Fatalf("read %v, want the 20 records produced after the start", out.got)
+	}
+}
+
+// With read_committed, Timestamp past every record starts at the last
+// stable offset, not the high watermark: a transaction open at start is
+// read once it commits.
+func TestTimestampReadCommittedOpenTransaction(t *testing.T) {
+	_, seeds := cluster(t)
+	kafkatest.CreateTopic(t, seeds, "ts", 1)
+	produce(t, seeds, "ts", []int32{0}, 0, 5, time.Now())
+	txn := kafkatest.Client(t, seeds, kgo.TransactionalID("tx"), kgo.RecordPartitioner(kgo.ManualPartitioner()))
+	ctx := context.Background()
+	if err := txn.BeginTransaction(); err != nil {
+		t.Fatal(err)
+	}
+	if err := txn.ProduceSync(ctx, &kgo.Record{Topic: "ts", Partition: 0, Value: []byte("in-txn")}).FirstErr(); err != nil {
+		t.Fatal(err)
+	}
+	s := NewSource(SourceOptions{Client: Client{Brokers: seeds}, Topics: []string{"ts"},
+		StartingOffsets: Timestamp(time.Now().Add(time.Hour)), PartitionDiscoveryInterval: -1}, valueString)
+	r := open(t, s, weir.SourceContext{Parallelism: 1}, nil)
+	if sps := snapshot(t, r); len(sps) != 1 || sps[0].next != 5 {
+		t.Fatalf("splits %s, want ts/0 starting at the last stable offset 5 (the open transaction's record)", splitsString(sps))
+	}
+	if err := txn.EndTransaction(ctx, kgo.TryCommit); err != nil {
+		t.Fatal(err)
+	}
+	out := &collect[string]{}
+	drain(t, r, out, func() bool { return len(out.got) >= 1 })
+	if fmt.Sprint(out.got) != "[in-txn]" {
+		t.Fatalf("read %v, want the committed transaction's record", out.got)
+	}
+}
+
+// A restored split past its partition's end (the topic re-created) fails
+// the restore, naming the partition and both offsets; one before the log
+// start resumes there.
+func TestRestorePastTheEndFails(t *testing.T) {
+	_, seeds := cluster(t)
+	kafkatest.CreateTopic(t, seeds, "rp", 2)
+	produce(t, seeds, "rp", []int32{0, 1}, 0, 5, time.Now())
+	s := NewSource(SourceOptions{Client: Client{Brokers: seeds}, Topics: []string{"rp"}, PartitionDiscoveryInterval: -1}, valueString)
+	restored := [][]byte{split{tp: tp{"rp", 0}, next: 3, stop: noStop}.encode(), split{tp: tp{"rp", 1}, next: 20, stop: noStop}.encode()}
+	r, err := s.CreateReader(weir.SourceContext{Parallelism: 1, RestoredSplits: restored})
+	if err == nil {
+		r.Close()
+		t.Fatal("restored a split at offset 20 of a partition ending at 5")
+	}
+	for _, w := range []string{"rp/1", "offset 20", "end 5"} {
+		if !strings.Contains(err.Error(), w) {
+			t.Fatalf("error %q does not say %q", err, w)
+		}
+	}
+	t.Log(err)
+	// In range: the restore reads on from the checkpoint's offsets.
+	restored[1] = split{tp: tp{"rp", 1}, next: 5, stop: noStop}.encode()
+	rr := open(t, s, weir.SourceContext{Parallelism: 1, RestoredSplits: restored}, &memKnown{})
+	produce(t, seeds, "rp", []int32{1}, 5, 2, time.Now())
+	out := &collect[string]{}
+	drain(t, rr, out, func() bool { return len(out.got) >= 4 })
+	if got, w := sorted(out.got), sorted(append(want([]int32{0}, 3, 2), want([]int32{1}, 5, 2)...)); fmt.Sprint(got) != fmt.Sprint(w) {
+		t.Fatalf("read %v, want %v", got, w)
 	}
 }
 

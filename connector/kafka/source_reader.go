@@ -26,6 +26,10 @@ const batchSize = 1024
 // adminTimeout bounds the listings and commits of a reader.
 const adminTimeout = 30 * time.Second
 
+// commitGrace is how long Close lets the last group commit finish before
+// it cancels it.
+const commitGrace = 2 * time.Second
+
 // knownPartitionsState is the union operator list state every reader keeps
 // the partitions it holds in ("topic/partition"), so that after a restore
 // every subtask knows every partition some subtask holds and partition
@@ -50,8 +54,11 @@ func (m *memKnown) Update(v []string) { m.v = slices.Clone(v) }
 // NotifyCheckpointComplete, Close), a poller moving fetches from the
 // client into fetches and signalling ready, a discoverer (unbounded
 // sources with discovery) sending new partitions this subtask owns into
-// discovered, and a committer per checkpoint completion. Close cancels
-// ctx, closes the client and joins them all.
+// discovered, and a committer (when offsets are committed) committing the
+// newest offsets NotifyCheckpointComplete left, one commit at a time so
+// that the group's offsets never go backwards. Close stops the committer
+// (its last commit gets commitGrace), then cancels ctx, closes the client
+// and joins them all.
 type reader[T any] struct {
 	src       *Source[T]
 	opts      SourceOptions
@@ -77,6 +84,21 @@ type reader[T any] struct {
 	fetchWarned map[tp]time.Time // when a partition's retriable fetch error was last logged
 
 	pending []snapshotOffsets // offsets of snapshots not yet committed, oldest first
+
+	// The committer's inputs: the newest offsets to commit (nil when
+	// none), under commitMu, and a wake-up.
+	commitMu     sync.Mutex
+	commitNext   *groupCommit
+	commitWake   chan struct{}
+	commitStop   chan struct{} // closed by Close (once)
+	commitDone   chan struct{} // closed when the committer returns
+	commitCtx    context.Context
+	commitCancel context.CancelFunc // by Close, after the grace
+	stopOnce     sync.Once
+	// commitGrace and commitFn are commitGrace and the commit to the
+	// group; tests change them before the first notification.
+	commitGrace time.Duration
+	commitFn    func(context.Context, kadm.Offsets) error
 
 	// Per-split outputs of a weir.SplitCollector (FromSourceWithWatermarks),
 	// created when a split is assigned, released when it finishes.
@@ -152,6 +174,13 @@ func newReader[T any](src *Source[T], sctx weir.SourceContext, store knownStore)
 		return nil, err
 	}
 	r.consume(r.openSplits())
+	if o.commits() {
+		r.commitWake, r.commitStop, r.commitDone = make(chan struct{}, 1), make(chan struct{}), make(chan struct{})
+		r.commitCtx, r.commitCancel = context.WithCancel(context.Background())
+		r.commitGrace, r.commitFn = commitGrace, r.commitToGroup
+		r.wg.Add(1)
+		go r.commitLoop()
+	}
 	r.wg.Add(1)
 	go r.poll()
 	if iv := o.discoveryInterval(); iv > 0 {
@@ -714,12 +743,21 @@ func (r *reader[T]) SnapshotSplitsFor(id int64) ([][]byte, error) {
 	return out, nil
 }
 
+// groupCommit is what the committer commits: the offsets of checkpoint
+// id's snapshot and the metrics of their partitions.
+type groupCommit struct {
+	id   int64
+	offs map[tp]int64
+	ms   map[tp]*partMetrics
+}
+
 // NotifyCheckpointComplete commits the offsets the snapshot for checkpoint
 // id held (the newest at or before id: a notification may be missed) to
 // the consumer group (weir.CheckpointListener), in the background: a
 // failed commit is logged, never fails the job (the checkpoint, not the
 // group, is what a restore reads). Snapshots of later checkpoints stay
-// pending: with overlapping checkpoints they may still fail.
+// pending: with overlapping checkpoints they may still fail. Offsets not
+// committed yet when newer ones come are replaced by them.
 func (r *reader[T]) NotifyCheckpointComplete(id int64) error {
 	n := 0
 	for n < len(r.pending) && r.pending[n].id <= id {
@@ -728,44 +766,98 @@ func (r *reader[T]) NotifyCheckpointComplete(id int64) error {
 	if n == 0 {
 		return nil
 	}
-	offs := r.pending[n-1].offs
+	c := &groupCommit{id: r.pending[n-1].id, offs: r.pending[n-1].offs}
 	r.pending = append(r.pending[:0], r.pending[n:]...)
-	os := make(kadm.Offsets)
-	ms := make(map[tp]*partMetrics, len(offs))
-	for p, off := range offs {
-		os.AddOffset(p.topic, p.partition, off, -1)
-		ms[p] = r.pm[p]
+	c.ms = make(map[tp]*partMetrics, len(c.offs))
+	for p := range c.offs {
+		c.ms[p] = r.pm[p]
 	}
-	r.wg.Add(1)
-	go func() {
-		defer r.wg.Done()
-		ctx, cancel := context.WithTimeout(r.ctx, adminTimeout)
-		defer cancel()
-		resp, err := r.adm.CommitOffsets(ctx, r.opts.GroupID, os)
-		if err == nil {
-			err = resp.Error()
-		}
-		if err == nil {
-			for p, off := range offs {
-				if m := ms[p]; m != nil {
-					m.committed.Store(off)
-				}
-			}
-		}
-		if err != nil && r.ctx.Err() == nil {
-			r.log.Warn("kafka source: committing offsets to the consumer group failed (only monitoring sees it)",
-				"group", r.opts.GroupID, "checkpoint", id, "err", err)
-		}
-	}()
+	r.commitMu.Lock()
+	r.commitNext = c
+	r.commitMu.Unlock()
+	select {
+	case r.commitWake <- struct{}{}:
+	default: // woken already
+	}
 	return nil
+}
+
+// commitLoop commits the newest offsets left until Close, then those left
+// at Close.
+func (r *reader[T]) commitLoop() {
+	defer r.wg.Done()
+	defer close(r.commitDone)
+	for {
+		select {
+		case <-r.commitWake:
+			r.commitPending()
+		case <-r.commitStop:
+			r.commitPending()
+			return
+		}
+	}
+}
+
+// commitPending commits the newest offsets left, if any.
+func (r *reader[T]) commitPending() {
+	r.commitMu.Lock()
+	c := r.commitNext
+	r.commitNext = nil
+	r.commitMu.Unlock()
+	if c == nil {
+		return
+	}
+	os := make(kadm.Offsets)
+	for p, off := range c.offs {
+		os.AddOffset(p.topic, p.partition, off, -1)
+	}
+	ctx, cancel := context.WithTimeout(r.commitCtx, adminTimeout)
+	defer cancel()
+	if err := r.commitFn(ctx, os); err != nil {
+		if r.commitCtx.Err() != nil {
+			r.log.Info("kafka source: the last offsets commit did not finish before close (only monitoring sees it)",
+				"group", r.opts.GroupID, "checkpoint", c.id, "err", err)
+			return
+		}
+		r.log.Warn("kafka source: committing offsets to the consumer group failed (only monitoring sees it)",
+			"group", r.opts.GroupID, "checkpoint", c.id, "err", err)
+		return
+	}
+	for p, off := range c.offs {
+		if m := c.ms[p]; m != nil {
+			m.committed.Store(off)
+		}
+	}
+}
+
+// commitToGroup commits offsets to the source's consumer group.
+func (r *reader[T]) commitToGroup(ctx context.Context, os kadm.Offsets) error {
+	resp, err := r.adm.CommitOffsets(ctx, r.opts.GroupID, os)
+	if err == nil {
+		err = resp.Error()
+	}
+	return err
 }
 
 // Ready implements weir.ReadyNotifier.
 func (r *reader[T]) Ready() <-chan struct{} { return r.ready }
 
 // Close implements weir.SourceReader: it stops the goroutines and the
-// client.
+// client. The committer first gets up to commitGrace to commit the
+// offsets left (the client is still open then).
 func (r *reader[T]) Close() error {
+	if r.commitStop != nil {
+		r.stopOnce.Do(func() {
+			close(r.commitStop)
+			t := time.NewTimer(r.commitGrace)
+			defer t.Stop()
+			select {
+			case <-r.commitDone:
+			case <-t.C:
+			}
+			r.commitCancel()
+		})
+	}
 	r.cancel()
 	r.cl.Close()
 	r.wg.Wait()

@@ -9,6 +9,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -773,3 +774,158 @@ func TestMissingTopicFailsClearly(t *testing.T) {
 // TestMain checks that readers join their goroutines and close their
 // clients.
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+// commitRecorder stands in for the group commit: it records the offset
+// of partition c/0 of every commit, the most commits in flight at once,
+// and holds the first commit until release is closed.
+type commitRecorder struct {
+	started  chan struct{} // the first commit started
+	release  chan struct{}
+	mu       sync.Mutex
+	began    bool
+	inflight int
+	most     int
+	done     []int64 // offsets committed, in order of completion
+}
+
+func newCommitRecorder() *commitRecorder {
+	return &commitRecorder{started: make(chan struct{}), release: make(chan struct{})}
+}
+
+func (c *commitRecorder) commit(ctx context.Context, os kadm.Offsets) error {
+	o, _ := os.Lookup("c", 0)
+	c.mu.Lock()
+	c.inflight++
+	c.most = max(c.most, c.inflight)
+	first := !c.began
+	c.began = true
+	c.mu.Unlock()
+	defer func() {
+		c.mu.Lock()
+		c.inflight--
+		c.done = append(c.done, o.At)
+		c.mu.Unlock()
+	}()
+	if first {
+		close(c.started)
+		select {
+		case <-c.release:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+	return nil
+}
+
+func (c *commitRecorder) committed() []int64 {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return slices.Clone(c.done)
+}
+
+// snapshots reads 10 more records of partition c/0 and snapshots for
+// checkpoint id, for each id.
+func snapshots(t *testing.T, r *reader[string], seeds []string, ids ...int64) {
+	t.Helper()
+	out := &collect[string]{}
+	for i, id := range ids {
+		produce(t, seeds, "c", []int32{0}, 10*i, 10, time.Now())
+		drain(t, r, out, func() bool { return len(out.got) == 10*(i+1) })
+		if _, err := r.SnapshotSplitsFor(id); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// Group commits never go backwards: one commit at a time, the newest
+// offsets; those of checkpoints that completed while a commit was slow
+// are replaced by the newest.
+func TestGroupCommitsInOrder(t *testing.T) {
+	_, seeds := cluster(t)
+	kafkatest.CreateTopic(t, seeds, "c", 1)
+	src := NewSource(SourceOptions{Client: Client{Brokers: seeds}, Topics: []string{"c"}, GroupID: "mon", PartitionDiscoveryInterval: -1}, valueString)
+	r := open(t, src, weir.SourceContext{Parallelism: 1}, nil)
+	rec := newCommitRecorder()
+	r.commitFn = rec.commit
+	snapshots(t, r, seeds, 1, 2, 3) // offsets 10, 20, 30
+	if err := r.NotifyCheckpointComplete(1); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-rec.started:
+	case <-time.After(10 * time.Second):
+		t.Fatal("checkpoint 1's commit never started")
+	}
+	// Checkpoints 2 and 3 complete while 1's commit hangs. No other
+	// commit may start meanwhile; give one (a bug) 300ms to show.
+	for _, id := range []int64{2, 3} {
+		if err := r.NotifyCheckpointComplete(id); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for wait := time.Now().Add(300 * time.Millisecond); time.Now().Before(wait); time.Sleep(5 * time.Millisecond) {
+		rec.mu.Lock()
+		n := rec.inflight
+		rec.mu.Unlock()
+		if n > 1 {
+			break
+		}
+	}
+	close(rec.release)
+	deadline := time.Now().Add(10 * time.Second)
+	for !slices.Contains(rec.committed(), 30) {
+		if time.Now().After(deadline) {
+			t.Fatalf("checkpoint 3's offsets never committed; committed %v", rec.committed())
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	r.Close()
+	if got := rec.committed(); fmt.Sprint(got) != "[10 30]" || rec.most != 1 {
+		t.Fatalf("commits %v with up to %d at once, want [10 30] one at a time", got, rec.most)
+	}
+}
+
+// Close lets the last commit finish, for a bounded time.
+func TestCloseGivesTheLastCommitAGrace(t *testing.T) {
+	_, seeds := cluster(t)
+	kafkatest.CreateTopic(t, seeds, "c", 1)
+	src := NewSource(SourceOptions{Client: Client{Brokers: seeds}, Topics: []string{"c"}, GroupID: "mon", PartitionDiscoveryInterval: -1}, valueString)
+
+	// A commit notified just before Close lands (on kfake).
+	r := open(t, src, weir.SourceContext{Parallelism: 1}, nil)
+	snapshots(t, r, seeds, 1)
+	if err := r.NotifyCheckpointComplete(1); err != nil {
+		t.Fatal(err)
+	}
+	r.Close()
+	adm := kadm.NewClient(kafkatest.Client(t, seeds))
+	resp, err := adm.FetchOffsets(context.Background(), "mon")
+	if err != nil || resp.Error() != nil {
+		t.Fatalf("the commit notified before Close never landed: fetch the group's offsets: %v %v", err, resp.Error())
+	}
+	if o, _ := resp.Lookup("c", 0); o.At != 10 {
+		t.Fatalf("group offset %d after Close, want checkpoint 1's 10", o.At)
+	}
+
+	// A commit that hangs is canceled after the grace.
+	src = NewSource(SourceOptions{Client: Client{Brokers: seeds}, Topics: []string{"c"}, GroupID: "mon",
+		StartingOffsets: Latest(), PartitionDiscoveryInterval: -1}, valueString)
+	r = open(t, src, weir.SourceContext{Parallelism: 1}, nil)
+	snapshots(t, r, seeds, 1)
+	rec := newCommitRecorder() // never released
+	r.commitFn, r.commitGrace = rec.commit, 100*time.Millisecond
+	if err := r.NotifyCheckpointComplete(1); err != nil {
+		t.Fatal(err)
+	}
+	<-rec.started
+	closed := make(chan struct{})
+	go func() { r.Close(); close(closed) }()
+	select {
+	case <-closed:
+	case <-time.After(10 * time.Second):
+		t.Fatal("Close waits on a hanging commit")
+	}
+	if got := rec.committed(); fmt.Sprint(got) != "[20]" {
+		t.Fatalf("commits %v, want the hanging one returned (canceled)", got)
+	}
+}

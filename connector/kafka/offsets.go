@@ -38,20 +38,24 @@ func Latest() OffsetsInitializer { return OffsetsInitializer{kind: offsetsLatest
 
 // Committed starts at the offset committed to SourceOptions.GroupID, or
 // where reset says for a partition the group has no offset of. reset must
-// be Earliest or Latest.
+// be Earliest or Latest. A committed offset outside the log is moved into
+// it, as with Offsets.
 func Committed(reset OffsetsInitializer) OffsetsInitializer {
 	return OffsetsInitializer{kind: offsetsCommitted, reset: reset.kind}
 }
 
 // Timestamp starts at the first record whose timestamp is at or after t,
-// or at the end of the log if there is none.
+// or at the end of the log if there is none. With ReadCommitted isolation
+// it starts at the last stable offset at the latest, so that the records
+// of a transaction open at start are read once it commits.
 func Timestamp(t time.Time) OffsetsInitializer {
 	return OffsetsInitializer{kind: offsetsTimestamp, ts: t}
 }
 
 // Offsets starts at the offsets in m (topic, partition, offset), or where
 // reset says for a partition m lacks. reset must be Earliest or Latest.
-// An offset outside the log is moved to the earliest one.
+// An offset before the log start (deleted by retention) is moved to the
+// log start, one past the log end (the high watermark) to the end.
 func Offsets(m map[string]map[int32]int64, reset OffsetsInitializer) OffsetsInitializer {
 	return OffsetsInitializer{kind: offsetsExplicit, offsets: m, reset: reset.kind}
 }
@@ -124,6 +128,20 @@ func (o OffsetsInitializer) resolve(ctx context.Context, adm *kadm.Client, group
 		if err := take(out, l, ps); err != nil {
 			return nil, err
 		}
+		if committed {
+			// The listing is at read_uncommitted and falls back to the
+			// high watermark: past the records of a transaction open
+			// now, which read_committed reads once it commits.
+			lso, err := adm.ListCommittedOffsets(ctx, ps.topics()...)
+			if err := listedErr(lso, err); err != nil {
+				return nil, fmt.Errorf("last stable offsets: %w", err)
+			}
+			for p, off := range out {
+				if e, ok := lso.Lookup(p.topic, p.partition); ok && e.Offset >= 0 && e.Offset < off {
+					out[p] = e.Offset
+				}
+			}
+		}
 		return out, nil
 	case offsetsCommitted:
 		r, err := adm.FetchOffsetsForTopics(ctx, group, ps.topics()...)
@@ -155,6 +173,11 @@ func (o OffsetsInitializer) resolve(ctx context.Context, adm *kadm.Client, group
 			}
 		}
 	}
+	if o.kind == offsetsCommitted || o.kind == offsetsExplicit {
+		if err := clampToLog(ctx, adm, out); err != nil {
+			return nil, err
+		}
+	}
 	if len(need) == 0 {
 		return out, nil
 	}
@@ -176,6 +199,56 @@ func (o OffsetsInitializer) resolve(ctx context.Context, adm *kadm.Client, group
 		return nil, err
 	}
 	return out, nil
+}
+
+// clampToLog moves each offset in offs into its partition's log: one
+// before the log start to the start, one past the end (the high
+// watermark) to the end. Else the client would reset an offset past the
+// end to the log start, and the records before the offset asked for
+// would be read too.
+func clampToLog(ctx context.Context, adm *kadm.Client, offs map[tp]int64) error {
+	if len(offs) == 0 {
+		return nil
+	}
+	starts, ends, err := logBounds(ctx, adm, offs)
+	if err != nil {
+		return err
+	}
+	for p, off := range offs {
+		s, _ := starts.Lookup(p.topic, p.partition)
+		e, _ := ends.Lookup(p.topic, p.partition)
+		offs[p] = min(max(off, s.Offset), e.Offset)
+	}
+	return nil
+}
+
+// logBounds lists the log start and end (high watermark) of the
+// partitions in offs; each is listed.
+func logBounds(ctx context.Context, adm *kadm.Client, offs map[tp]int64) (starts, ends kadm.ListedOffsets, err error) {
+	topics := map[string]bool{}
+	for p := range offs {
+		topics[p.topic] = true
+	}
+	names := make([]string, 0, len(topics))
+	for t := range topics {
+		names = append(names, t)
+	}
+	starts, err = adm.ListStartOffsets(ctx, names...)
+	if err := listedErr(starts, err); err != nil {
+		return nil, nil, fmt.Errorf("log start offsets: %w", err)
+	}
+	ends, err = adm.ListEndOffsets(ctx, names...)
+	if err := listedErr(ends, err); err != nil {
+		return nil, nil, fmt.Errorf("log end offsets: %w", err)
+	}
+	for p := range offs {
+		s, ok1 := starts.Lookup(p.topic, p.partition)
+		e, ok2 := ends.Lookup(p.topic, p.partition)
+		if !ok1 || !ok2 || s.Offset < 0 || e.Offset < 0 {
+			return nil, nil, fmt.Errorf("partition %s: no log start or end listed (does it exist?)", p)
+		}
+	}
+	return starts, ends, nil
 }
 
 // endOffsets lists the end of each partition of topics: the last stable

@@ -160,7 +160,12 @@ func (s *Source[T]) CreateReader(ctx weir.SourceContext) (weir.SourceReader[T], 
 	if err := s.Validate(); err != nil {
 		return nil, err
 	}
-	return newReader(s, ctx, nil)
+	r, err := newReader(s, ctx, nil)
+	if err != nil {
+		// Not the *reader nil: a typed nil in the interface is not nil.
+		return nil, err
+	}
+	return r, nil
 }
 
 // tp is a topic partition.

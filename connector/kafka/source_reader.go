@@ -26,6 +26,10 @@ const batchSize = 1024
 // adminTimeout bounds the listings and commits of a reader.
 const adminTimeout = 30 * time.Second
 
+// commitGrace is how long Close lets the last group commit finish before
+// it cancels it.
+const commitGrace = 2 * time.Second
+
 // knownPartitionsState is the union operator list state every reader keeps
 // the partitions it holds in ("topic/partition"), so that after a restore
 // every subtask knows every partition some subtask holds and partition
@@ -50,8 +54,11 @@ func (m *memKnown) Update(v []string) { m.v = slices.Clone(v) }
 // NotifyCheckpointComplete, Close), a poller moving fetches from the
 // client into fetches and signalling ready, a discoverer (unbounded
 // sources with discovery) sending new partitions this subtask owns into
-// discovered, and a committer per checkpoint completion. Close cancels
-// ctx, closes the client and joins them all.
+// discovered, and a committer (when offsets are committed) committing the
+// newest offsets NotifyCheckpointComplete left, one commit at a time so
+// that the group's offsets never go backwards. Close stops the committer
+// (its last commit gets commitGrace), then cancels ctx, closes the client
+// and joins them all.
 type reader[T any] struct {
 	src       *Source[T]
 	opts      SourceOptions
@@ -74,7 +81,24 @@ type reader[T any] struct {
 	cur        []*kgo.Record
 	pos        int
 
+	fetchWarned map[tp]time.Time // when a partition's retriable fetch error was last logged
+
 	pending []snapshotOffsets // offsets of snapshots not yet committed, oldest first
+
+	// The committer's inputs: the newest offsets to commit (nil when
+	// none), under commitMu, and a wake-up.
+	commitMu     sync.Mutex
+	commitNext   *groupCommit
+	commitWake   chan struct{}
+	commitStop   chan struct{} // closed by Close (once)
+	commitDone   chan struct{} // closed when the committer returns
+	commitCtx    context.Context
+	commitCancel context.CancelFunc // by Close, after the grace
+	stopOnce     sync.Once
+	// commitGrace and commitFn are commitGrace and the commit to the
+	// group; tests change them before the first notification.
+	commitGrace time.Duration
+	commitFn    func(context.Context, kadm.Offsets) error
 
 	// Per-split outputs of a weir.SplitCollector (FromSourceWithWatermarks),
 	// created when a split is assigned, released when it finishes.
@@ -124,7 +148,7 @@ func newReader[T any](src *Source[T], sctx weir.SourceContext, store knownStore)
 	r := &reader[T]{src: src, opts: o, log: log, subtask: sctx.Subtask, parallel: sctx.Parallelism,
 		committed: o.IsolationLevel == ReadCommitted, splits: map[tp]*split{}, known: map[tp]bool{},
 		knownState: store, fetches: make(chan kgo.Fetches, 1), discovered: make(chan []split, 1),
-		ready: make(chan struct{}, 1), outs: map[tp]weir.SplitOutput[T]{}, metrics: sctx.Metrics, pm: map[tp]*partMetrics{}}
+		ready: make(chan struct{}, 1), fetchWarned: map[tp]time.Time{}, outs: map[tp]weir.SplitOutput[T]{}, metrics: sctx.Metrics, pm: map[tp]*partMetrics{}}
 	r.metrics.Gauge("records-lag-max", r.lagMax)
 	if o.TopicPattern != "" {
 		r.pattern = regexp.MustCompile("^(?:" + o.TopicPattern + ")$") // validated
@@ -150,6 +174,13 @@ func newReader[T any](src *Source[T], sctx weir.SourceContext, store knownStore)
 		return nil, err
 	}
 	r.consume(r.openSplits())
+	if o.commits() {
+		r.commitWake, r.commitStop, r.commitDone = make(chan struct{}, 1), make(chan struct{}), make(chan struct{})
+		r.commitCtx, r.commitCancel = context.WithCancel(context.Background())
+		r.commitGrace, r.commitFn = commitGrace, r.commitToGroup
+		r.wg.Add(1)
+		go r.commitLoop()
+	}
 	r.wg.Add(1)
 	go r.poll()
 	if iv := o.discoveryInterval(); iv > 0 {
@@ -167,11 +198,18 @@ func newReader[T any](src *Source[T], sctx weir.SourceContext, store knownStore)
 // this subtask owns from their starting offsets.
 func (r *reader[T]) assign(restored [][]byte) error {
 	if restored != nil {
+		sps := make([]split, 0, len(restored))
 		for _, b := range restored {
 			sp, err := decodeSplit(b)
 			if err != nil {
 				return fmt.Errorf("kafka source: restore: %w", err)
 			}
+			sps = append(sps, sp)
+		}
+		if err := r.checkRestored(sps); err != nil {
+			return err
+		}
+		for _, sp := range sps {
 			r.add(sp)
 		}
 		for _, s := range r.knownState.Get() {
@@ -217,6 +255,47 @@ func (r *reader[T]) assign(restored [][]byte) error {
 		r.add(sp)
 	}
 	r.log.Info("kafka source assigned", "subtask", r.subtask, "partitions", len(r.splits), "of", len(all))
+	return nil
+}
+
+// checkRestored fails when a restored split resumes past its partition's
+// end: the topic was deleted and re-created, or its log truncated (an
+// unclean leader election). Reading on would go wrong silently: the
+// client resets an offset out of range to the log start, and the records
+// before the checkpoint's offset would be skipped as read already, or,
+// resumed from the start, read twice. Flink's KafkaSource resets such a
+// split as the consumer's auto.offset.reset says (the starting offsets'
+// reset strategy) and goes on; weir fails the restore, naming the
+// partition and both offsets, so that someone decides (start afresh
+// without the checkpoint). A split before the log start resumes at the
+// log start, as in Flink: retention deleted the records between.
+func (r *reader[T]) checkRestored(sps []split) error {
+	if len(sps) == 0 {
+		return nil
+	}
+	offs := make(map[tp]int64, len(sps))
+	for _, sp := range sps {
+		offs[sp.tp] = sp.next
+	}
+	ctx, cancel := context.WithTimeout(r.ctx, adminTimeout)
+	defer cancel()
+	starts, ends, err := logBounds(ctx, r.adm, offs)
+	if err != nil {
+		return fmt.Errorf("kafka source: restore: %w", err)
+	}
+	for _, sp := range sps {
+		s, _ := starts.Lookup(sp.topic, sp.partition)
+		e, _ := ends.Lookup(sp.topic, sp.partition)
+		switch {
+		case sp.next > e.Offset:
+			return fmt.Errorf("kafka source: restore: partition %s: the checkpoint resumes it at offset %d, past its end %d (log start %d): "+
+				"was the topic re-created or its log truncated? Records would be skipped or read twice; start the job without this checkpoint",
+				sp.tp, sp.next, e.Offset, s.Offset)
+		case sp.next < s.Offset:
+			r.log.Warn("kafka source: the checkpoint's offset of a partition was deleted by retention; resuming at the log start",
+				"subtask", r.subtask, "partition", sp.tp.String(), "offset", sp.next, "log start", s.Offset)
+		}
+	}
 	return nil
 }
 
@@ -341,7 +420,10 @@ func (r *reader[T]) poll() {
 		if r.ctx.Err() != nil || fs.IsClientClosed() {
 			return
 		}
-		if fs.Empty() {
+		// Empty counts records only: a fetch holding only errors (a
+		// non-retriable one franz-go gives up on, such as
+		// TOPIC_AUTHORIZATION_FAILED) must reach the subtask too.
+		if fs.Empty() && !hasErrors(fs) {
 			continue
 		}
 		select {
@@ -352,6 +434,27 @@ func (r *reader[T]) poll() {
 		}
 	}
 }
+
+// hasErrors says whether fs holds an error other than the end of the
+// poll (context canceled, client closed).
+func hasErrors(fs kgo.Fetches) bool {
+	for _, e := range fs.Errors() {
+		if !ignoredFetchErr(e.Err) {
+			return true
+		}
+	}
+	return false
+}
+
+// ignoredFetchErr says whether a fetch error only ends the poll: Close
+// canceled it or closed the client.
+func ignoredFetchErr(err error) bool {
+	return errors.Is(err, context.Canceled) || errors.Is(err, kgo.ErrClientClosed)
+}
+
+// fetchWarnEvery is how often at most a partition's retriable fetch
+// errors are logged.
+const fetchWarnEvery = 10 * time.Second
 
 // signal wakes the subtask if it waits for data.
 func (r *reader[T]) signal() {
@@ -459,13 +562,20 @@ func (r *reader[T]) nextFetch() (bool, error) {
 	default:
 		return false, nil
 	}
+	// franz-go retries retriable fetch errors itself (and keeps them from
+	// the poll unless told to); any other error is one it gives up on:
+	// authorization, an unknown server error, data loss, a corrupt batch.
 	for _, e := range fs.Errors() {
 		switch {
-		case errors.Is(e.Err, context.Canceled), errors.Is(e.Err, kgo.ErrClientClosed):
+		case ignoredFetchErr(e.Err):
 		case kerr.IsRetriable(e.Err):
-			r.log.Warn("kafka source: fetch failed, retrying", "partition", tp{e.Topic, e.Partition}.String(), "err", e.Err)
+			p := tp{e.Topic, e.Partition}
+			if now := time.Now(); now.Sub(r.fetchWarned[p]) >= fetchWarnEvery {
+				r.fetchWarned[p] = now
+				r.log.Warn("kafka source: fetch failed, retrying", "subtask", r.subtask, "partition", p.String(), "err", e.Err)
+			}
 		default:
-			return false, fmt.Errorf("kafka source: fetch %s partition %d: %w", e.Topic, e.Partition, e.Err)
+			return false, fmt.Errorf("kafka source: fetch of topic %q partition %d failed (not retriable): %w", e.Topic, e.Partition, e.Err)
 		}
 	}
 	r.cur, r.pos = r.cur[:0], 0
@@ -633,12 +743,21 @@ func (r *reader[T]) SnapshotSplitsFor(id int64) ([][]byte, error) {
 	return out, nil
 }
 
+// groupCommit is what the committer commits: the offsets of checkpoint
+// id's snapshot and the metrics of their partitions.
+type groupCommit struct {
+	id   int64
+	offs map[tp]int64
+	ms   map[tp]*partMetrics
+}
+
 // NotifyCheckpointComplete commits the offsets the snapshot for checkpoint
 // id held (the newest at or before id: a notification may be missed) to
 // the consumer group (weir.CheckpointListener), in the background: a
 // failed commit is logged, never fails the job (the checkpoint, not the
 // group, is what a restore reads). Snapshots of later checkpoints stay
-// pending: with overlapping checkpoints they may still fail.
+// pending: with overlapping checkpoints they may still fail. Offsets not
+// committed yet when newer ones come are replaced by them.
 func (r *reader[T]) NotifyCheckpointComplete(id int64) error {
 	n := 0
 	for n < len(r.pending) && r.pending[n].id <= id {
@@ -647,44 +766,98 @@ func (r *reader[T]) NotifyCheckpointComplete(id int64) error {
 	if n == 0 {
 		return nil
 	}
-	offs := r.pending[n-1].offs
+	c := &groupCommit{id: r.pending[n-1].id, offs: r.pending[n-1].offs}
 	r.pending = append(r.pending[:0], r.pending[n:]...)
-	os := make(kadm.Offsets)
-	ms := make(map[tp]*partMetrics, len(offs))
-	for p, off := range offs {
-		os.AddOffset(p.topic, p.partition, off, -1)
-		ms[p] = r.pm[p]
+	c.ms = make(map[tp]*partMetrics, len(c.offs))
+	for p := range c.offs {
+		c.ms[p] = r.pm[p]
 	}
-	r.wg.Add(1)
-	go func() {
-		defer r.wg.Done()
-		ctx, cancel := context.WithTimeout(r.ctx, adminTimeout)
-		defer cancel()
-		resp, err := r.adm.CommitOffsets(ctx, r.opts.GroupID, os)
-		if err == nil {
-			err = resp.Error()
-		}
-		if err == nil {
-			for p, off := range offs {
-				if m := ms[p]; m != nil {
-					m.committed.Store(off)
-				}
-			}
-		}
-		if err != nil && r.ctx.Err() == nil {
-			r.log.Warn("kafka source: committing offsets to the consumer group failed (only monitoring sees it)",
-				"group", r.opts.GroupID, "checkpoint", id, "err", err)
-		}
-	}()
+	r.commitMu.Lock()
+	r.commitNext = c
+	r.commitMu.Unlock()
+	select {
+	case r.commitWake <- struct{}{}:
+	default: // woken already
+	}
 	return nil
+}
+
+// commitLoop commits the newest offsets left until Close, then those left
+// at Close.
+func (r *reader[T]) commitLoop() {
+	defer r.wg.Done()
+	defer close(r.commitDone)
+	for {
+		select {
+		case <-r.commitWake:
+			r.commitPending()
+		case <-r.commitStop:
+			r.commitPending()
+			return
+		}
+	}
+}
+
+// commitPending commits the newest offsets left, if any.
+func (r *reader[T]) commitPending() {
+	r.commitMu.Lock()
+	c := r.commitNext
+	r.commitNext = nil
+	r.commitMu.Unlock()
+	if c == nil {
+		return
+	}
+	os := make(kadm.Offsets)
+	for p, off := range c.offs {
+		os.AddOffset(p.topic, p.partition, off, -1)
+	}
+	ctx, cancel := context.WithTimeout(r.commitCtx, adminTimeout)
+	defer cancel()
+	if err := r.commitFn(ctx, os); err != nil {
+		if r.commitCtx.Err() != nil {
+			r.log.Info("kafka source: the last offsets commit did not finish before close (only monitoring sees it)",
+				"group", r.opts.GroupID, "checkpoint", c.id, "err", err)
+			return
+		}
+		r.log.Warn("kafka source: committing offsets to the consumer group failed (only monitoring sees it)",
+			"group", r.opts.GroupID, "checkpoint", c.id, "err", err)
+		return
+	}
+	for p, off := range c.offs {
+		if m := c.ms[p]; m != nil {
+			m.committed.Store(off)
+		}
+	}
+}
+
+// commitToGroup commits offsets to the source's consumer group.
+func (r *reader[T]) commitToGroup(ctx context.Context, os kadm.Offsets) error {
+	resp, err := r.adm.CommitOffsets(ctx, r.opts.GroupID, os)
+	if err == nil {
+		err = resp.Error()
+	}
+	return err
 }
 
 // Ready implements weir.ReadyNotifier.
 func (r *reader[T]) Ready() <-chan struct{} { return r.ready }
 
 // Close implements weir.SourceReader: it stops the goroutines and the
-// client.
+// client. The committer first gets up to commitGrace to commit the
+// offsets left (the client is still open then).
 func (r *reader[T]) Close() error {
+	if r.commitStop != nil {
+		r.stopOnce.Do(func() {
+			close(r.commitStop)
+			t := time.NewTimer(r.commitGrace)
+			defer t.Stop()
+			select {
+			case <-r.commitDone:
+			case <-t.C:
+			}
+			r.commitCancel()
+		})
+	}
 	r.cancel()
 	r.cl.Close()
 	r.wg.Wait()

@@ -9,6 +9,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -203,6 +204,16 @@ func snapshot[T any](t *testing.T, r *reader[T]) []split {
 	return out
 }
 
+// splitsString shows splits with their offsets (a split's String is its
+// partition's).
+func splitsString(sps []split) string {
+	var b strings.Builder
+	for _, sp := range sps {
+		fmt.Fprintf(&b, "[%s next %d stop %d]", sp.tp, sp.next, sp.stop)
+	}
+	return b.String()
+}
+
 func sorted(v []string) []string { v = slices.Clone(v); slices.Sort(v); return v }
 
 func TestStartingOffsets(t *testing.T) {
@@ -214,6 +225,11 @@ func TestStartingOffsets(t *testing.T) {
 	os := make(kadm.Offsets)
 	os.AddOffset("so", 0, 3, -1)
 	if r, err := adm.CommitOffsets(context.Background(), "g", os); err != nil || r.Error() != nil {
+		t.Fatalf("commit: %v %v", err, r.Error())
+	}
+	past := make(kadm.Offsets) // past the log end
+	past.AddOffset("so", 1, 50, -1)
+	if r, err := adm.CommitOffsets(context.Background(), "past", past); err != nil || r.Error() != nil {
 		t.Fatalf("commit: %v %v", err, r.Error())
 	}
 	for _, c := range []struct {
@@ -229,6 +245,9 @@ func TestStartingOffsets(t *testing.T) {
 		{Timestamp(base.Add(6 * time.Second)), "", map[int32]int64{0: 6, 1: 6}},
 		{Timestamp(base.Add(time.Hour)), "", map[int32]int64{0: 10, 1: 10}},
 		{Offsets(map[string]map[int32]int64{"so": {1: 7}}, Latest()), "", map[int32]int64{0: 10, 1: 7}},
+		// Offsets past the log end start at the end.
+		{Offsets(map[string]map[int32]int64{"so": {0: 20, 1: 7}}, Earliest()), "", map[int32]int64{0: 10, 1: 7}},
+		{Committed(Earliest()), "past", map[int32]int64{0: 0, 1: 10}},
 	} {
 		s := NewSource(SourceOptions{Client: Client{Brokers: seeds}, Topics: []string{"so"}, GroupID: c.group,
 			StartingOffsets: c.init, PartitionDiscoveryInterval: -1}, valueString)
@@ -251,6 +270,90 @@ func TestStartingOffsets(t *testing.T) {
 			t.Errorf("%s: read %v, want %v", c.init, sorted(out.got), sorted(wantVals))
 		}
 		r.Close()
+	}
+}
+
+// An explicit offset past the log end starts at the end: the records
+// produced afterwards are all read (the client would reset the offset
+// out of range to the log start, and the reader skip the records below
+// the offset asked for).
+func TestExplicitOffsetPastTheEnd(t *testing.T) {
+	_, seeds := cluster(t)
+	kafkatest.CreateTopic(t, seeds, "pe", 1)
+	produce(t, seeds, "pe", []int32{0}, 0, 5, time.Now())
+	s := NewSource(SourceOptions{Client: Client{Brokers: seeds}, Topics: []string{"pe"},
+		StartingOffsets: Offsets(map[string]map[int32]int64{"pe": {0: 20}}, Earliest()), PartitionDiscoveryInterval: -1}, valueString)
+	r := open(t, s, weir.SourceContext{Parallelism: 1}, nil)
+	if sps := snapshot(t, r); len(sps) != 1 || sps[0].next != 5 {
+		t.Fatalf("splits %s, want pe/0 starting at the log end 5", splitsString(sps))
+	}
+	produce(t, seeds, "pe", []int32{0}, 5, 20, time.Now()) // offsets 5..24
+	out := &collect[string]{}
+	drain(t, r, out, func() bool { return len(out.got) >= 20 })
+	if fmt.Sprint(out.got) != fmt.Sprint(want([]int32{0}, 5, 20)) {
+		t.Fatalf("read %v, want the 20 records produced after the start", out.got)
+	}
+}
+
+// With read_committed, Timestamp past every record starts at the last
+// stable offset, not the high watermark: a transaction open at start is
+// read once it commits.
+func TestTimestampReadCommittedOpenTransaction(t *testing.T) {
+	_, seeds := cluster(t)
+	kafkatest.CreateTopic(t, seeds, "ts", 1)
+	produce(t, seeds, "ts", []int32{0}, 0, 5, time.Now())
+	txn := kafkatest.Client(t, seeds, kgo.TransactionalID("tx"), kgo.RecordPartitioner(kgo.ManualPartitioner()))
+	ctx := context.Background()
+	if err := txn.BeginTransaction(); err != nil {
+		t.Fatal(err)
+	}
+	if err := txn.ProduceSync(ctx, &kgo.Record{Topic: "ts", Partition: 0, Value: []byte("in-txn")}).FirstErr(); err != nil {
+		t.Fatal(err)
+	}
+	s := NewSource(SourceOptions{Client: Client{Brokers: seeds}, Topics: []string{"ts"},
+		StartingOffsets: Timestamp(time.Now().Add(time.Hour)), PartitionDiscoveryInterval: -1}, valueString)
+	r := open(t, s, weir.SourceContext{Parallelism: 1}, nil)
+	if sps := snapshot(t, r); len(sps) != 1 || sps[0].next != 5 {
+		t.Fatalf("splits %s, want ts/0 starting at the last stable offset 5 (the open transaction's record)", splitsString(sps))
+	}
+	if err := txn.EndTransaction(ctx, kgo.TryCommit); err != nil {
+		t.Fatal(err)
+	}
+	out := &collect[string]{}
+	drain(t, r, out, func() bool { return len(out.got) >= 1 })
+	if fmt.Sprint(out.got) != "[in-txn]" {
+		t.Fatalf("read %v, want the committed transaction's record", out.got)
+	}
+}
+
+// A restored split past its partition's end (the topic re-created) fails
+// the restore, naming the partition and both offsets; one before the log
+// start resumes there.
+func TestRestorePastTheEndFails(t *testing.T) {
+	_, seeds := cluster(t)
+	kafkatest.CreateTopic(t, seeds, "rp", 2)
+	produce(t, seeds, "rp", []int32{0, 1}, 0, 5, time.Now())
+	s := NewSource(SourceOptions{Client: Client{Brokers: seeds}, Topics: []string{"rp"}, PartitionDiscoveryInterval: -1}, valueString)
+	restored := [][]byte{split{tp: tp{"rp", 0}, next: 3, stop: noStop}.encode(), split{tp: tp{"rp", 1}, next: 20, stop: noStop}.encode()}
+	r, err := s.CreateReader(weir.SourceContext{Parallelism: 1, RestoredSplits: restored})
+	if err == nil {
+		r.Close()
+		t.Fatal("restored a split at offset 20 of a partition ending at 5")
+	}
+	for _, w := range []string{"rp/1", "offset 20", "end 5"} {
+		if !strings.Contains(err.Error(), w) {
+			t.Fatalf("error %q does not say %q", err, w)
+		}
+	}
+	t.Log(err)
+	// In range: the restore reads on from the checkpoint's offsets.
+	restored[1] = split{tp: tp{"rp", 1}, next: 5, stop: noStop}.encode()
+	rr := open(t, s, weir.SourceContext{Parallelism: 1, RestoredSplits: restored}, &memKnown{})
+	produce(t, seeds, "rp", []int32{1}, 5, 2, time.Now())
+	out := &collect[string]{}
+	drain(t, rr, out, func() bool { return len(out.got) >= 4 })
+	if got, w := sorted(out.got), sorted(append(want([]int32{0}, 3, 2), want([]int32{1}, 5, 2)...)); fmt.Sprint(got) != fmt.Sprint(w) {
+		t.Fatalf("read %v, want %v", got, w)
 	}
 }
 
@@ -424,6 +527,63 @@ func TestFetchErrorsAreRetried(t *testing.T) {
 	}
 	if fmt.Sprint(sorted(out.got)) != fmt.Sprint(sorted(want([]int32{0, 1}, 0, 300))) {
 		t.Fatalf("read %d records through %d fetch faults, want each of 600 once", len(out.got), h.Hits())
+	}
+}
+
+// readUntilErr reads r until ReadBatch fails and returns the error; it
+// fails the test if r reads on without an error for 20 s.
+func readUntilErr[T any](t *testing.T, r *reader[T], out *collect[T]) error {
+	t.Helper()
+	deadline := time.NewTimer(20 * time.Second)
+	defer deadline.Stop()
+	for {
+		st, err := r.ReadBatch(out)
+		switch {
+		case err != nil:
+			return err
+		case st == weir.EndOfInput:
+			t.Fatalf("the reader ended after %d records without an error", len(out.got))
+		case st == weir.NothingAvailable:
+			select {
+			case <-r.Ready():
+			case <-deadline.C:
+				t.Fatalf("no error in 20s (%d records read)", len(out.got))
+			}
+		}
+	}
+}
+
+// A fetch error franz-go does not retry fails ReadBatch, naming the
+// partition, also when the fetch holds no records: a persistent
+// TOPIC_AUTHORIZATION_FAILED, and a single UNKNOWN_SERVER_ERROR (kerr
+// counts it non-retriable, so franz-go hands it over rather than retry).
+func TestFatalFetchErrorFailsRead(t *testing.T) {
+	for _, c := range []struct {
+		err   *kerr.Error
+		count int
+	}{{kerr.TopicAuthorizationFailed, -1}, {kerr.UnknownServerError, 1}} {
+		t.Run(c.err.Message, func(t *testing.T) {
+			if kerr.IsRetriable(c.err) {
+				t.Fatalf("%v is retriable: this test wants one franz-go gives up on", c.err)
+			}
+			cl, seeds := cluster(t)
+			kafkatest.CreateTopic(t, seeds, "ff", 1)
+			produce(t, seeds, "ff", []int32{0}, 0, 5, time.Now())
+			// The error replaces the records: the fetch holds no record.
+			h := cl.Fault(kfake.Fault{Keys: []kmsg.Key{kmsg.Fetch}, Topic: "ff", Err: c.err, Count: c.count})
+			defer h.Remove()
+			s := NewSource(SourceOptions{Client: Client{Brokers: seeds}, Topics: []string{"ff"}, PartitionDiscoveryInterval: -1}, valueString)
+			r := open(t, s, weir.SourceContext{Parallelism: 1, Logger: quietLogger()}, nil)
+			out := &collect[string]{}
+			err := readUntilErr(t, r, out)
+			if !errors.Is(err, c.err) || !strings.Contains(err.Error(), `topic "ff" partition 0`) {
+				t.Fatalf("error %v, want %v naming topic ff partition 0", err, c.err)
+			}
+			if h.Hits() == 0 {
+				t.Fatal("the fault never fired")
+			}
+			t.Logf("%d records read before: %v", len(out.got), err)
+		})
 	}
 }
 
@@ -601,9 +761,12 @@ func TestOffsetsCommittedOnCheckpointComplete(t *testing.T) {
 func TestMissingTopicFailsClearly(t *testing.T) {
 	_, seeds := cluster(t)
 	src := NewSource(SourceOptions{Client: Client{Brokers: seeds}, Topics: []string{"nope"}}, valueString)
-	_, err := src.CreateReader(weir.SourceContext{Parallelism: 1})
+	r, err := src.CreateReader(weir.SourceContext{Parallelism: 1})
 	if err == nil || !strings.Contains(err.Error(), `topic "nope"`) {
 		t.Fatalf("error %v, want one naming the missing topic", err)
+	}
+	if r != nil { // a typed nil *reader would be a non-nil interface
+		t.Fatalf("CreateReader returned reader %#v with its error, want nil", r)
 	}
 	t.Log(err)
 }
@@ -611,3 +774,158 @@ func TestMissingTopicFailsClearly(t *testing.T) {
 // TestMain checks that readers join their goroutines and close their
 // clients.
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+// commitRecorder stands in for the group commit: it records the offset
+// of partition c/0 of every commit, the most commits in flight at once,
+// and holds the first commit until release is closed.
+type commitRecorder struct {
+	started  chan struct{} // the first commit started
+	release  chan struct{}
+	mu       sync.Mutex
+	began    bool
+	inflight int
+	most     int
+	done     []int64 // offsets committed, in order of completion
+}
+
+func newCommitRecorder() *commitRecorder {
+	return &commitRecorder{started: make(chan struct{}), release: make(chan struct{})}
+}
+
+func (c *commitRecorder) commit(ctx context.Context, os kadm.Offsets) error {
+	o, _ := os.Lookup("c", 0)
+	c.mu.Lock()
+	c.inflight++
+	c.most = max(c.most, c.inflight)
+	first := !c.began
+	c.began = true
+	c.mu.Unlock()
+	defer func() {
+		c.mu.Lock()
+		c.inflight--
+		c.done = append(c.done, o.At)
+		c.mu.Unlock()
+	}()
+	if first {
+		close(c.started)
+		select {
+		case <-c.release:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+	return nil
+}
+
+func (c *commitRecorder) committed() []int64 {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return slices.Clone(c.done)
+}
+
+// snapshots reads 10 more records of partition c/0 and snapshots for
+// checkpoint id, for each id.
+func snapshots(t *testing.T, r *reader[string], seeds []string, ids ...int64) {
+	t.Helper()
+	out := &collect[string]{}
+	for i, id := range ids {
+		produce(t, seeds, "c", []int32{0}, 10*i, 10, time.Now())
+		drain(t, r, out, func() bool { return len(out.got) == 10*(i+1) })
+		if _, err := r.SnapshotSplitsFor(id); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// Group commits never go backwards: one commit at a time, the newest
+// offsets; those of checkpoints that completed while a commit was slow
+// are replaced by the newest.
+func TestGroupCommitsInOrder(t *testing.T) {
+	_, seeds := cluster(t)
+	kafkatest.CreateTopic(t, seeds, "c", 1)
+	src := NewSource(SourceOptions{Client: Client{Brokers: seeds}, Topics: []string{"c"}, GroupID: "mon", PartitionDiscoveryInterval: -1}, valueString)
+	r := open(t, src, weir.SourceContext{Parallelism: 1}, nil)
+	rec := newCommitRecorder()
+	r.commitFn = rec.commit
+	snapshots(t, r, seeds, 1, 2, 3) // offsets 10, 20, 30
+	if err := r.NotifyCheckpointComplete(1); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-rec.started:
+	case <-time.After(10 * time.Second):
+		t.Fatal("checkpoint 1's commit never started")
+	}
+	// Checkpoints 2 and 3 complete while 1's commit hangs. No other
+	// commit may start meanwhile; give one (a bug) 300ms to show.
+	for _, id := range []int64{2, 3} {
+		if err := r.NotifyCheckpointComplete(id); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for wait := time.Now().Add(300 * time.Millisecond); time.Now().Before(wait); time.Sleep(5 * time.Millisecond) {
+		rec.mu.Lock()
+		n := rec.inflight
+		rec.mu.Unlock()
+		if n > 1 {
+			break
+		}
+	}
+	close(rec.release)
+	deadline := time.Now().Add(10 * time.Second)
+	for !slices.Contains(rec.committed(), 30) {
+		if time.Now().After(deadline) {
+			t.Fatalf("checkpoint 3's offsets never committed; committed %v", rec.committed())
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	r.Close()
+	if got := rec.committed(); fmt.Sprint(got) != "[10 30]" || rec.most != 1 {
+		t.Fatalf("commits %v with up to %d at once, want [10 30] one at a time", got, rec.most)
+	}
+}
+
+// Close lets the last commit finish, for a bounded time.
+func TestCloseGivesTheLastCommitAGrace(t *testing.T) {
+	_, seeds := cluster(t)
+	kafkatest.CreateTopic(t, seeds, "c", 1)
+	src := NewSource(SourceOptions{Client: Client{Brokers: seeds}, Topics: []string{"c"}, GroupID: "mon", PartitionDiscoveryInterval: -1}, valueString)
+
+	// A commit notified just before Close lands (on kfake).
+	r := open(t, src, weir.SourceContext{Parallelism: 1}, nil)
+	snapshots(t, r, seeds, 1)
+	if err := r.NotifyCheckpointComplete(1); err != nil {
+		t.Fatal(err)
+	}
+	r.Close()
+	adm := kadm.NewClient(kafkatest.Client(t, seeds))
+	resp, err := adm.FetchOffsets(context.Background(), "mon")
+	if err != nil || resp.Error() != nil {
+		t.Fatalf("the commit notified before Close never landed: fetch the group's offsets: %v %v", err, resp.Error())
+	}
+	if o, _ := resp.Lookup("c", 0); o.At != 10 {
+		t.Fatalf("group offset %d after Close, want checkpoint 1's 10", o.At)
+	}
+
+	// A commit that hangs is canceled after the grace.
+	src = NewSource(SourceOptions{Client: Client{Brokers: seeds}, Topics: []string{"c"}, GroupID: "mon",
+		StartingOffsets: Latest(), PartitionDiscoveryInterval: -1}, valueString)
+	r = open(t, src, weir.SourceContext{Parallelism: 1}, nil)
+	snapshots(t, r, seeds, 1)
+	rec := newCommitRecorder() // never released
+	r.commitFn, r.commitGrace = rec.commit, 100*time.Millisecond
+	if err := r.NotifyCheckpointComplete(1); err != nil {
+		t.Fatal(err)
+	}
+	<-rec.started
+	closed := make(chan struct{})
+	go func() { r.Close(); close(closed) }()
+	select {
+	case <-closed:
+	case <-time.After(10 * time.Second):
+		t.Fatal("Close waits on a hanging commit")
+	}
+	if got := rec.committed(); fmt.Sprint(got) != "[20]" {
+		t.Fatalf("commits %v, want the hanging one returned (canceled)", got)
+	}
+}

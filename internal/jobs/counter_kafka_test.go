@@ -9,9 +9,11 @@ import (
 	"log/slog"
 	"math/rand/v2"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -33,6 +35,8 @@ type kafkaCounter struct {
 	dir   string
 	// lastLog is the log of the latest run, once it ended.
 	lastLog string
+	// curLog is the log of the run going on (or the last one).
+	curLog atomic.Pointer[lockedLog]
 }
 
 func newKafkaCounter(t *testing.T, n int) *kafkaCounter {
@@ -60,6 +64,13 @@ func (l *lockedLog) Write(p []byte) (int, error) {
 	return l.b.Write(p)
 }
 
+// Contains says whether the log holds s so far.
+func (l *lockedLog) Contains(s string) bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return bytes.Contains(l.b.Bytes(), []byte(s))
+}
+
 func (l *lockedLog) String() string {
 	l.mu.Lock()
 	defer l.mu.Unlock()
@@ -80,6 +91,7 @@ func (k *kafkaCounter) run(ctx context.Context, t *testing.T, p int, extra ...st
 		// so that aligned checkpoints complete often.
 		"taskmanager.memory.segment-size=1kb", "rest.port=0"}, extra...)
 	log := &lockedLog{}
+	k.curLog.Store(log)
 	env, _, err := Builtin().Prepare("counter", args, sets, slog.New(slog.NewTextHandler(log, nil)), io.Discard)
 	if err != nil {
 		t.Fatal(err)
@@ -120,14 +132,23 @@ func TestCounterThroughKafkaWithFaults(t *testing.T) {
 		kfake.Fault{Keys: []kmsg.Key{kmsg.EndTxn}, Err: kerr.ConcurrentTransactions, Count: 3, TopLevel: true},
 		kfake.Fault{Keys: []kmsg.Key{kmsg.Fetch}, Topic: "numbers", Err: kerr.NotLeaderForPartition, Count: 3},
 	)
-	// Task failures: a record the broker refuses fails the sink's
-	// subtask; a fetch the broker answers with an unknown error fails a
-	// source subtask. Each at a seeded request.
+	// Task failures: a fetch the broker answers with an unknown error
+	// fails a source subtask; a record the broker refuses fails the
+	// sink's subtask. Each at a seeded request, the produce one only
+	// once the job restarted after the fetch one, so that each fails an
+	// attempt of its own and the log names both errors.
 	var mu sync.Mutex
 	produces, fetches := 0, 0
 	failProduceAt, failFetchAt := 10+rng.IntN(40), 2+rng.IntN(6)
+	fetchFailed := func() bool {
+		l := k.curLog.Load()
+		return l != nil && l.Contains("UNKNOWN_SERVER_ERROR")
+	}
 	fatal := k.c.Fault(
 		kfake.Fault{Keys: []kmsg.Key{kmsg.Produce}, Topic: "counts", Err: kerr.InvalidRecord, Count: 1, When: func(kmsg.Request) bool {
+			if !fetchFailed() {
+				return false
+			}
 			mu.Lock()
 			defer mu.Unlock()
 			produces++
@@ -158,9 +179,18 @@ func TestCounterThroughKafkaWithFaults(t *testing.T) {
 	if h := fatal.Hits(); h != 2 {
 		t.Errorf("%d of the 2 fatal faults fired", h)
 	}
-	// Both may fail the same attempt: one restart at least.
-	if n := strings.Count(log, "failed; restarting"); n < 1 {
-		t.Errorf("no restart after the fatal faults:\n%s", log)
+	// Each fatal fault failed an attempt: the restart lines name both
+	// errors.
+	var restarts []string
+	for line := range strings.Lines(log) {
+		if strings.Contains(line, "failed; restarting") {
+			restarts = append(restarts, line)
+		}
+	}
+	for _, e := range []*kerr.Error{kerr.UnknownServerError, kerr.InvalidRecord} {
+		if !slices.ContainsFunc(restarts, func(l string) bool { return strings.Contains(l, e.Message) }) {
+			t.Errorf("no restart after %s; the restarts:\n%s", e.Message, strings.Join(restarts, ""))
+		}
 	}
 	k.verify(t)
 }

@@ -3,7 +3,10 @@ package kafka
 import "time"
 
 // Record is a consumed Kafka record handed to the source's deserializer.
-// The deserializer may keep its byte slices: each record has its own.
+// The deserializer may keep its byte slices (Key, Value, header values):
+// each record has its own. It must not keep the *Record or its Headers
+// slice: the source reuses them for the next record (no allocation per
+// record).
 type Record struct {
 	Topic     string
 	Partition int32

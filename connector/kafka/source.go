@@ -137,7 +137,8 @@ type Source[T any] struct {
 var _ weir.Source[int] = (*Source[int])(nil)
 
 // NewSource returns a source reading what opts say, turning each record
-// into a T with deserialize (called from the subtask's goroutine). Bad
+// into a T with deserialize (called from the subtask's goroutine; the
+// *Record is reused for the next record, see Record). Bad
 // options are reported by Validate and when the job starts.
 func NewSource[T any](opts SourceOptions, deserialize func(*Record) (T, error)) *Source[T] {
 	return &Source[T]{opts: opts, deserialize: deserialize}

@@ -104,6 +104,17 @@ type reader[T any] struct {
 	// created when a split is assigned, released when it finishes.
 	outs map[tp]weir.SplitOutput[T]
 
+	// The partition of the records ReadBatch is on (a fetch holds each
+	// partition's records together), so that a record costs no map
+	// lookups; last.sp is nil when it must be looked up again.
+	last struct {
+		sp  *split
+		out weir.SplitOutput[T]
+		pm  *partMetrics
+	}
+	rec  Record   // handed to the deserializer, reused for every record
+	hdrs []Header // rec.Headers' storage
+
 	metrics *weir.MetricGroup
 	pm      map[tp]*partMetrics // the subtask's goroutine only
 	pmMu    sync.Mutex
@@ -612,6 +623,7 @@ func (r *reader[T]) ReadBatch(out weir.Collector[T]) (weir.ReadStatus, error) {
 			}
 		}
 	}
+	r.last.sp = nil // splits and outputs may have changed since the last batch
 	emitted := 0
 	for emitted < batchSize && !(r.opts.Bounded && r.unfinished == 0) {
 		if r.pos >= len(r.cur) {
@@ -625,34 +637,46 @@ func (r *reader[T]) ReadBatch(out weir.Collector[T]) (weir.ReadStatus, error) {
 			continue
 		}
 		rec := r.cur[r.pos]
-		sp := r.splits[tp{rec.Topic, rec.Partition}]
+		sp := r.last.sp
+		if sp == nil || sp.partition != rec.Partition || sp.topic != rec.Topic {
+			k := tp{rec.Topic, rec.Partition}
+			sp = r.splits[k]
+			r.last.sp, r.last.pm, r.last.out = sp, r.pm[k], nil
+			if sc != nil {
+				r.last.out = r.outs[k]
+			}
+		}
 		if sp == nil || sp.finished() || rec.Offset < sp.next {
 			r.pos++ // a partition no longer read, or a record already emitted
 			continue
 		}
 		if sp.stop != noStop && rec.Offset >= sp.stop {
 			r.finish(sp, sc)
+			r.last.sp = nil
 			r.pos++
 			continue
 		}
 		if !rec.Attrs.IsControl() {
-			v, err := r.src.deserialize(toRecord(rec))
+			v, err := r.src.deserialize(r.record(rec))
 			if err != nil {
 				return weir.NothingAvailable, fmt.Errorf("kafka source: deserialize the record of topic %q partition %d at offset %d: %w",
 					rec.Topic, rec.Partition, rec.Offset, err)
 			}
-			if o := r.outs[sp.tp]; sc != nil && o != nil {
+			if o := r.last.out; o != nil {
 				o.CollectWithTimestamp(v, rec.Timestamp.UnixMilli())
 			} else {
 				out.Collect(v)
 			}
-			r.pm[sp.tp].current.Store(rec.Offset)
+			if m := r.last.pm; m != nil {
+				m.current.Store(rec.Offset)
+			}
 			emitted++
 		}
 		sp.next = rec.Offset + 1
 		r.pos++
 		if sp.finished() {
 			r.finish(sp, sc)
+			r.last.sp = nil
 		}
 	}
 	if r.opts.Bounded && r.unfinished == 0 {
@@ -679,15 +703,17 @@ func (r *reader[T]) finish(sp *split, sc weir.SplitCollector[T]) {
 // topic-partition.
 func splitID(p tp) string { return p.topic + "-" + strconv.Itoa(int(p.partition)) }
 
-func toRecord(r *kgo.Record) *Record {
-	out := &Record{Topic: r.Topic, Partition: r.Partition, Offset: r.Offset, Key: r.Key, Value: r.Value, Timestamp: r.Timestamp}
+// record fills the reader's reused Record with r for the deserializer.
+func (rd *reader[T]) record(r *kgo.Record) *Record {
+	rd.rec = Record{Topic: r.Topic, Partition: r.Partition, Offset: r.Offset, Key: r.Key, Value: r.Value, Timestamp: r.Timestamp}
 	if len(r.Headers) > 0 {
-		out.Headers = make([]Header, len(r.Headers))
-		for i, h := range r.Headers {
-			out.Headers[i] = Header{Key: h.Key, Value: h.Value}
+		rd.hdrs = rd.hdrs[:0]
+		for _, h := range r.Headers {
+			rd.hdrs = append(rd.hdrs, Header{Key: h.Key, Value: h.Value})
 		}
+		rd.rec.Headers = rd.hdrs
 	}
-	return out
+	return &rd.rec
 }
 
 // snapshotOffsets are the offsets a snapshot for checkpoint id held.

@@ -929,3 +929,35 @@ func TestCloseGivesTheLastCommitAGrace(t *testing.T) {
 		t.Fatalf("commits %v, want the hanging one returned (canceled)", got)
 	}
 }
+
+// The deserializer sees each record's key, value, headers and timestamp,
+// also across partitions and when the record before had headers and this
+// one has none (the source reuses one Record).
+func TestDeserializerSeesKeyValueHeadersTimestamp(t *testing.T) {
+	_, seeds := cluster(t)
+	kafkatest.CreateTopic(t, seeds, "h", 2)
+	ts := time.UnixMilli(1_700_000_000_000)
+	kafkatest.Produce(t, seeds,
+		&kgo.Record{Topic: "h", Partition: 0, Key: []byte("k1"), Value: []byte("v1"), Timestamp: ts,
+			Headers: []kgo.RecordHeader{{Key: "a", Value: []byte("1")}, {Key: "b", Value: []byte("2")}}},
+		&kgo.Record{Topic: "h", Partition: 0, Key: []byte("k2"), Value: []byte("v2"), Timestamp: ts.Add(time.Second)},
+		&kgo.Record{Topic: "h", Partition: 1, Value: []byte("v3"), Timestamp: ts.Add(2 * time.Second),
+			Headers: []kgo.RecordHeader{{Key: "c", Value: []byte("3")}}})
+	src := NewSource(SourceOptions{Client: Client{Brokers: seeds}, Topics: []string{"h"}, Bounded: true}, func(r *Record) (string, error) {
+		s := fmt.Sprintf("%s/%d@%d %s=%s t%d", r.Topic, r.Partition, r.Offset, r.Key, r.Value, r.Timestamp.UnixMilli()-ts.UnixMilli())
+		if r.Headers == nil {
+			s += " nil"
+		}
+		for _, h := range r.Headers {
+			s += " " + h.Key + ":" + string(h.Value)
+		}
+		return s, nil
+	})
+	r := open(t, src, weir.SourceContext{Parallelism: 1}, nil)
+	out := &collect[string]{}
+	drain(t, r, out, func() bool { return false })
+	want := []string{"h/0@0 k1=v1 t0 a:1 b:2", "h/0@1 k2=v2 t1000 nil", "h/1@0 =v3 t2000 c:3"}
+	if got := sorted(out.got); fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Fatalf("the deserializer saw %q, want %q", got, want)
+	}
+}

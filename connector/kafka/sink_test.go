@@ -90,10 +90,12 @@ func committed(t *testing.T, seeds []string, topic string) []string {
 	return out
 }
 
-// expect checks that topic holds want, read_committed. kafkatest's reads
-// can end early on a loaded machine (they stop after a second without
-// records), which only ever misses records: expect reads again until it
-// sees want or 20 s passed, so a duplicate still fails.
+// expect checks that topic holds want, read_committed. On a real broker
+// a committed transaction's markers reach its partitions after EndTxn
+// answered, so a read right after a commit may miss its records (kfake
+// writes them at once): expect reads again until it sees want or 20 s
+// passed, which only ever waits for missing records, so a duplicate
+// still fails.
 func expect(t *testing.T, seeds []string, topic string, want ...string) {
 	t.Helper()
 	slices.Sort(want)

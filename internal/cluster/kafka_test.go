@@ -2,7 +2,6 @@ package cluster_test
 
 import (
 	"context"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
@@ -51,8 +50,7 @@ func TestClusterCounterThroughKafka(t *testing.T) {
 			t.Fatalf("the job ended (%v) before a checkpoint completed", err)
 		default:
 		}
-		m, _ := filepath.Glob(filepath.Join(dir, "chk", "counter", "chk-*", "_metadata"))
-		return len(m) > 0
+		return checkpointsAtLeast(dir, 1)
 	})
 	kill()
 	c.startTM(2, nil)

@@ -2,7 +2,6 @@ package jobs
 
 import (
 	"context"
-	"fmt"
 	"io"
 	"log/slog"
 	"path/filepath"
@@ -71,7 +70,7 @@ func TestKafkaWordCount(t *testing.T) {
 	if len(seen) != len(want) {
 		t.Errorf("%d words counted, want %d", len(seen), len(want))
 	}
-	t.Log(fmt.Sprintf("%d distinct words", len(want)))
+	t.Logf("%d distinct words", len(want))
 }
 
 func TestKafkaWordCountBadFlags(t *testing.T) {

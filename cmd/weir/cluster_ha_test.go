@@ -121,8 +121,13 @@ func TestClusterJobManagerFailover(t *testing.T) {
 		t.Fatalf("the second job manager did not finish the job within 90s:\n%s", second.out)
 	}
 	log := second.out.String()
-	if !strings.Contains(log, "leading the cluster") || !strings.Contains(log, "resuming the job from the latest checkpoint the last leader recorded") {
-		t.Fatalf("the standby did not take over and resume from the recorded checkpoint:\n%s", log)
+	// The kill may land after a checkpoint completed and before the
+	// leader recorded it in etcd: the standby then resumes from storage's
+	// newest complete checkpoint all the same.
+	recorded := strings.Contains(log, "resuming the job from the latest checkpoint the last leader recorded")
+	unrecorded := strings.Contains(log, "the last leader ran the job but recorded no checkpoint")
+	if !strings.Contains(log, "leading the cluster") || !recorded && !unrecorded || !strings.Contains(log, "Restoring job counter from checkpoint") {
+		t.Fatalf("the standby did not take over and resume from the last leader's checkpoint:\n%s", log)
 	}
 	if err := jobs.VerifyCounterOutput(committedLines(t, filepath.Join(dir, "out")), records, keys); err != nil {
 		t.Fatalf("%v\nfirst job manager:\n%s\nsecond:\n%s", err, first.out, log)

@@ -202,7 +202,9 @@ func (a *app) runJobManager(ctx context.Context, logger *slog.Logger, c *cobra.C
 					if latest > resume.ID {
 						logger.Info("a checkpoint newer than the recorded one completed before the last leader died; resuming from it", "recorded", resume.ID, "latest", latest)
 					}
-					o.Checkpoint.RestorePath = weir.RestoreLatest
+					if latest > 0 {
+						o.Checkpoint.RestorePath = weir.RestoreLatest
+					}
 				}
 				prev := o.OnCheckpointComplete
 				o.OnCheckpointComplete = func(cc weir.CompletedCheckpoint) {

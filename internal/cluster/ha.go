@@ -28,7 +28,9 @@ type HAJob struct {
 }
 
 // Resume is where a new leader resumes the job: the checkpoint the last
-// leader recorded as its latest.
+// leader recorded as its latest, or, with ID 0, none recorded although the
+// last leader ran the job: the newest complete checkpoint in storage, if
+// any (its sinks may have committed one before it could record it).
 type Resume = ha.Pointer
 
 // Lead campaigns for the leadership of the cluster (a standby blocks here
@@ -66,6 +68,15 @@ func Lead(ctx context.Context, h HAJob, run func(ctx context.Context, resume *Re
 	} else if ok {
 		resume = &p
 		log.Info("resuming the job from the latest checkpoint the last leader recorded", "job", h.JobID, "checkpoint", p.ID, "path", p.Path)
+	} else if _, ran, err := l.Job(ctx, h.JobID); err != nil {
+		return fmt.Errorf("high availability: %w", err)
+	} else if ran {
+		// The last leader ran the job and died before it recorded a
+		// checkpoint, possibly after one completed (its sinks may have
+		// committed it): resume from the newest complete checkpoint in
+		// storage, if there is one, as after a recorded one.
+		resume = &Resume{}
+		log.Info("the last leader ran the job but recorded no checkpoint; resuming from the newest complete checkpoint in storage, if any", "job", h.JobID)
 	}
 	if err := l.PutJob(ctx, h.JobID, h.Spec); err != nil {
 		return fmt.Errorf("high availability: %w", err)
